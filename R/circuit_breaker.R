@@ -1,0 +1,360 @@
+#' @include execute.R events.R
+NULL
+
+#' Circuit breakers
+#'
+#' @description
+#' A circuit breaker guards calls to a dependency (an HTTP service, a
+#' database). While the dependency works, calls go through (`CLOSED`). After
+#' `failure_threshold` consecutive failures the breaker opens (`OPEN`): calls
+#' are not made and `execute()` answers at once with the fallback. Once more
+#' than `recovery_timeout` seconds have passed, the next call goes through as a
+#' probe (`HALF_OPEN`): its success closes the breaker, its failure opens it
+#' again.
+#'
+#' With default arguments a breaker behaves exactly like the `CircuitBreaker`
+#' R6 class of the document this package grew from: same states, same
+#' `failure_count`, same moment of the `OPEN` to `HALF_OPEN` move (lazily, on
+#' the next call once *more than* `recovery_timeout` seconds have passed). The
+#' state machine runs in C++; the R object is a thin wrapper around it.
+#'
+#' `circuit_breaker()` and `CircuitBreaker$new()` take the same arguments and
+#' return the same object.
+#'
+#' @section Rules beyond the seed:
+#' * **Failure rate**: with `failure_rate_threshold`, the breaker also opens
+#'   when the share of failures among the calls in a sliding window reaches the
+#'   threshold, once the window holds at least `minimum_calls` calls. The
+#'   window holds the last `window_size` calls (`window_type = "count"`, at most
+#'   1024) or the calls of the last `window_size` seconds (`"time"`, kept in 10
+#'   buckets). Use `failure_threshold = Inf` to rely on the rate alone.
+#' * **Slow calls**: a call taking longer than `slow_call_duration` seconds
+#'   (on the breaker's clock) is slow; with `slow_call_rate_threshold`, the
+#'   share of slow calls in the window opens the breaker like the failure rate.
+#' * **Probes**: `half_open_max_calls` probes are admitted in `HALF_OPEN`; the
+#'   breaker closes when that many have succeeded and opens again on the first
+#'   failure (or slow probe, when the slow-call rule is on). A probe not settled
+#'   within `half_open_max_wait` seconds counts as failed, so a lost probe can
+#'   never leave the breaker stuck.
+#' * **Backoff**: each consecutive re-opening multiplies the open duration by
+#'   `backoff_multiplier`, up to `max_recovery_timeout`; `jitter` shortens each
+#'   opening by a random share of up to `jitter` so that many processes do not
+#'   probe at once. Closing resets the duration.
+#' * **Ramp-up**: for `ramp_up` seconds after closing, only a linearly growing
+#'   share of calls is admitted (the others are rejected as if open), so that a
+#'   recovering dependency is not hit by the whole backlog at once.
+#'
+#' @section Outcomes:
+#' An error in `request_func` is a failure, unless it inherits from one of the
+#' classes in `ignore`: then it propagates unchanged and counts nowhere. A
+#' returned value is a success, unless `failure_when(value)` is `TRUE`.
+#'
+#' @param failure_threshold Consecutive failures that open the breaker: a whole
+#'   number of at least 1, or `Inf` to turn this rule off.
+#' @param recovery_timeout Seconds the breaker stays open before the next call
+#'   may probe (the probe happens once *more than* this has passed).
+#' @param failure_rate_threshold `NULL` (off) or a share in (0, 1]: open when
+#'   failures / calls in the window reach it.
+#' @param window_type `"count"` (the last `window_size` calls) or `"time"`
+#'   (the calls of the last `window_size` seconds).
+#' @param window_size Calls (count window, 1 to 1024, default 100) or seconds
+#'   (time window, default 60). `NULL` for the default.
+#' @param minimum_calls Calls the window must hold before the rate rules apply.
+#'   `NULL` for the default, 20 (or the window size, if smaller).
+#' @param slow_call_duration `NULL` or seconds: calls slower than this are slow.
+#' @param slow_call_rate_threshold `NULL` (off) or a share in (0, 1]: open when
+#'   slow calls / calls in the window reach it. Needs `slow_call_duration`.
+#' @param half_open_max_calls Probes admitted in `HALF_OPEN`, 1 to 32.
+#' @param half_open_max_wait `NULL` or seconds after which an unsettled probe
+#'   counts as failed.
+#' @param backoff_multiplier Factor (at least 1) applied to the open duration
+#'   on each consecutive re-opening.
+#' @param max_recovery_timeout `NULL` or the longest open duration in seconds
+#'   (at least `recovery_timeout`).
+#' @param jitter Share (0 to 1) by which each open duration may be randomly
+#'   shortened.
+#' @param ramp_up Seconds over which calls are let back in after closing; 0 is
+#'   off.
+#' @param failure_when `NULL` or a function of the request's return value that
+#'   returns `TRUE` when the value counts as a failure.
+#' @param ignore `NULL` or a character vector of condition classes that count
+#'   neither as success nor as failure.
+#' @param clock `NULL` (the monotonic system clock) or a clock from
+#'   [breaker_manual_clock()].
+#' @param name `NULL` or a single string naming the breaker in messages and
+#'   metrics.
+#' @return A `CircuitBreaker` object.
+#'
+#' @examples
+#' cb <- circuit_breaker(failure_threshold = 2, recovery_timeout = 10)
+#' flaky <- function() stop("connection refused")
+#' cb$execute(flaky, function() "cached answer")
+#' cb$execute(flaky, function() "cached answer")
+#' cb$state
+#' # Open: the request is not even called.
+#' cb$execute(function() stop("not called"), function() "cached answer")
+#'
+#' # The fallback may take the condition that explains why it was called.
+#' cb$execute(flaky, function(cond) class(cond)[1])
+#' @export
+circuit_breaker <- function(failure_threshold = 5, recovery_timeout = 30,
+                            failure_rate_threshold = NULL, window_type = "count",
+                            window_size = NULL, minimum_calls = NULL,
+                            slow_call_duration = NULL,
+                            slow_call_rate_threshold = NULL,
+                            half_open_max_calls = 1, half_open_max_wait = NULL,
+                            backoff_multiplier = 1, max_recovery_timeout = NULL,
+                            jitter = 0, ramp_up = 0, failure_when = NULL,
+                            ignore = NULL, clock = NULL, name = NULL) {
+  args <- as.list(environment())
+  do.call(CircuitBreaker$new, args)
+}
+
+#' @rdname circuit_breaker
+#' @format NULL
+#' @usage NULL
+#' @section Methods:
+#' * `$execute(request_func, fallback_func = NULL)`: calls `request_func()`
+#'   through the breaker. Returns its value, or the fallback's when the call
+#'   was rejected or failed. Without a fallback, a rejected call signals a
+#'   `circuit_breaker_open` error and a failed call's error propagates
+#'   unchanged (after being recorded). `fallback_func` takes no argument, or
+#'   one: the condition (the request's error, a `circuit_breaker_open`
+#'   condition, or a `circuit_breaker_failed_value` condition).
+#' * `$on_success()`, `$on_failure()`: record an outcome by hand, as in the
+#'   seed document (a success closes an open breaker).
+#' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:
+#'   reject every call until `$reset()`. `$disable()`: let every call through
+#'   and record nothing until `$reset()`.
+#' * `$configure(...)`: change arguments (same names as above except `clock`
+#'   and `name`); the state is kept.
+#' * `$metrics()`: a named list: state, counts, rates, timings.
+#' * `$on(event, callback)`, `$off(id)`: listeners, see [breaker_events].
+#'
+#' Fields: `state`, `failure_count`, `last_failure_time` (`POSIXct`, or `NULL`
+#' before any failure), `failure_threshold`, `recovery_timeout`, `name`,
+#' `config`. They are read from the C++ state on each access. Assigning
+#' `failure_threshold` or `recovery_timeout` reconfigures the breaker;
+#' `state` and `failure_count` are read-only (use the methods).
+#' @export
+CircuitBreaker <- R6::R6Class("CircuitBreaker",
+  cloneable = FALSE,
+  public = list(
+    #' @description Create a breaker; see [circuit_breaker()] for arguments.
+    initialize = function(failure_threshold = 5, recovery_timeout = 30,
+                          failure_rate_threshold = NULL, window_type = "count",
+                          window_size = NULL, minimum_calls = NULL,
+                          slow_call_duration = NULL,
+                          slow_call_rate_threshold = NULL,
+                          half_open_max_calls = 1, half_open_max_wait = NULL,
+                          backoff_multiplier = 1, max_recovery_timeout = NULL,
+                          jitter = 0, ramp_up = 0, failure_when = NULL,
+                          ignore = NULL, clock = NULL, name = NULL) {
+      private$name_ <- check_name(name)
+      private$failure_when <- check_failure_when(failure_when)
+      private$ignore <- check_ignore(ignore)
+      core_args <- as.list(environment())[core_argument_names]
+      core_args$seed <- if (is.numeric(jitter) && length(jitter) == 1L && isTRUE(jitter > 0)) {
+        floor(stats::runif(1) * 2^52)
+      }
+      private$ptr <- cb_create(core_args, clock_pointer(clock))
+      # The methods' shared enclosing environment (holding `self` and
+      # `private`) also gets the pointer, for the hot path of execute().
+      assign("ptr", private$ptr, envir = environment(self$execute))
+      private$clock <- clock
+      invisible(self)
+    },
+
+    execute = breaker_execute,
+
+    on_success = function() {
+      cb_note(private$ptr, OUTCOME_SUCCESS)
+      if (private$listening) private$emit_transitions()
+      invisible(self)
+    },
+    on_failure = function() {
+      cb_note(private$ptr, OUTCOME_FAILURE)
+      if (private$listening) private$emit_transitions()
+      invisible(self)
+    },
+
+    reset = function() {
+      cb_reset(private$ptr)
+      if (private$listening) private$emit_transitions()
+      invisible(self)
+    },
+    force_open = function() {
+      cb_force_open(private$ptr)
+      if (private$listening) private$emit_transitions()
+      invisible(self)
+    },
+    disable = function() {
+      cb_disable(private$ptr)
+      if (private$listening) private$emit_transitions()
+      invisible(self)
+    },
+
+    configure = function(...) {
+      changes <- list(...)
+      if (length(changes) && (is.null(names(changes)) || any(!nzchar(names(changes))))) {
+        abort_bad_argument("...", "named arguments", changes, call = rlang::current_call())
+      }
+      allowed <- c(core_argument_names, "failure_when", "ignore")
+      unknown <- setdiff(names(changes), allowed)
+      if (length(unknown)) {
+        abort_bad_argument(unknown[[1]], paste("one of the breaker's arguments:", toString(allowed)),
+          changes[[unknown[[1]]]], call = rlang::current_call())
+      }
+      failure_when <- if ("failure_when" %in% names(changes)) check_failure_when(changes$failure_when) else private$failure_when
+      ignore <- if ("ignore" %in% names(changes)) check_ignore(changes$ignore) else private$ignore
+      core_changes <- changes[intersect(names(changes), core_argument_names)]
+      if (length(core_changes)) {
+        args <- cb_arguments(private$ptr)
+        args[names(core_changes)] <- core_changes
+        cb_reconfigure(private$ptr, args)
+      }
+      private$failure_when <- failure_when
+      private$ignore <- ignore
+      invisible(self)
+    },
+
+    metrics = function() {
+      c(list(name = private$name_ %||% NA_character_), cb_snapshot(private$ptr))
+    },
+
+    on = function(event, callback) breaker_on(self, private, event, callback),
+    off = function(id) breaker_off(self, private, id),
+
+    format = function(...) format_breaker(self$metrics(), self$config),
+    print = function(...) {
+      cat(self$format(), sep = "\n")
+      invisible(self)
+    }
+  ),
+
+  active = list(
+    state = function(value) {
+      if (!missing(value)) {
+        abort_read_only("state", "Use `$reset()`, `$force_open()` or `$disable()` to change it.")
+      }
+      cb_state(private$ptr)
+    },
+    failure_count = function(value) {
+      if (!missing(value)) {
+        abort_read_only("failure_count", "Use `$reset()` to zero it.")
+      }
+      cb_snapshot(private$ptr)$failure_count
+    },
+    last_failure_time = function(value) {
+      if (!missing(value)) {
+        abort_read_only("last_failure_time", "It is set when a call fails.")
+      }
+      ago <- cb_snapshot(private$ptr)$seconds_since_failure
+      if (is.na(ago)) NULL else Sys.time() - ago
+    },
+    failure_threshold = function(value) {
+      if (missing(value)) return(cb_arguments(private$ptr)$failure_threshold)
+      self$configure(failure_threshold = value)
+    },
+    recovery_timeout = function(value) {
+      if (missing(value)) return(cb_arguments(private$ptr)$recovery_timeout)
+      self$configure(recovery_timeout = value)
+    },
+    name = function(value) {
+      if (!missing(value)) abort_read_only("name", "Give the name when creating the breaker.")
+      private$name_
+    },
+    config = function(value) {
+      if (!missing(value)) abort_read_only("config", "Use `$configure()` to change it.")
+      c(cb_effective_config(private$ptr),
+        list(failure_when = private$failure_when, ignore = private$ignore))
+    }
+  ),
+
+  private = list(
+    ptr = NULL,
+    clock = NULL,
+    name_ = NULL,
+    failure_when = NULL,
+    ignore = NULL,
+    listening = FALSE,
+    listeners = list(),
+    next_listener_id = 1L,
+    seen_transition = 0,
+
+    release = function(permit) {
+      if (.Call(cb_release, private$ptr, permit)) private$emit_transitions()
+    },
+
+    is_ignored = function(cond) {
+      !is.null(private$ignore) && inherits(cond, private$ignore)
+    },
+
+    record_error = function(permit, cond) {
+      ignored <- private$is_ignored(cond)
+      outcome <- if (ignored) OUTCOME_IGNORED else OUTCOME_FAILURE
+      if (.Call(cb_record, private$ptr, permit, outcome, -1)) {
+        private$emit(if (ignored) "ignored" else "failure", condition = cond)
+      }
+    },
+
+    # NULL when the value is a success, else a condition describing the
+    # failure (given to the fallback).
+    classify_value = function(value) {
+      fw <- private$failure_when
+      if (!is.null(fw) && isTRUE(fw(value))) {
+        return(failed_value_condition(value, private$name_))
+      }
+      NULL
+    },
+
+    rejected = function(fallback_func) {
+      if (private$listening) {
+        private$emit_transitions()
+        private$emit("rejected", retry_after = cb_snapshot(private$ptr)$seconds_until_probe)
+      }
+      if (!is.null(fallback_func) && length(formals(fallback_func)) == 0L) {
+        return(fallback_func())
+      }
+      snap <- cb_snapshot(private$ptr)
+      cond <- open_condition(private$name_, snap$state, snap$seconds_until_probe)
+      if (is.null(fallback_func)) stop(cond)
+      fallback_func(cond)
+    },
+
+    emit = function(event, ...) breaker_emit(self, private, event, list(...)),
+    emit_transitions = function() breaker_emit_transitions(self, private)
+  )
+)
+
+# Arguments that configure the C++ core (the rest are R-side: failure_when,
+# ignore, clock, name).
+core_argument_names <- c(
+  "failure_threshold", "recovery_timeout", "failure_rate_threshold",
+  "window_type", "window_size", "minimum_calls", "slow_call_duration",
+  "slow_call_rate_threshold", "half_open_max_calls", "half_open_max_wait",
+  "backoff_multiplier", "max_recovery_timeout", "jitter", "ramp_up"
+)
+
+check_name <- function(name, call = rlang::caller_env()) {
+  if (is.null(name)) return(NULL)
+  if (!is.character(name) || length(name) != 1L || is.na(name) || !nzchar(name)) {
+    abort_bad_argument("name", "NULL or a single non-empty string", name, call = call)
+  }
+  name
+}
+
+check_failure_when <- function(failure_when, call = rlang::caller_env()) {
+  if (!is.null(failure_when) && !is.function(failure_when)) {
+    abort_bad_argument("failure_when", "NULL or a function of the returned value", failure_when, call = call)
+  }
+  failure_when
+}
+
+check_ignore <- function(ignore, call = rlang::caller_env()) {
+  if (is.null(ignore)) return(NULL)
+  if (!is.character(ignore) || length(ignore) == 0L || anyNA(ignore) || !all(nzchar(ignore))) {
+    abort_bad_argument("ignore", "NULL or a character vector of condition classes", ignore, call = call)
+  }
+  ignore
+}

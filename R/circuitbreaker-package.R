@@ -1,0 +1,21 @@
+#' circuitbreaker: circuit breakers for R network code
+#'
+#' A circuit breaker stops calling a dependency that keeps failing, answers at
+#' once with a fallback, and probes now and then until the dependency is
+#' healthy again. It keeps one slow or dead downstream service from blocking a
+#' single-threaded R process (a plumber API, a Shiny app) and, through it,
+#' everything that calls that process.
+#'
+#' Start with [circuit_breaker()] (or `CircuitBreaker$new()`) and its
+#' `$execute(request_func, fallback_func)` method. The state machine is written
+#' in C++ (a header-only core in `inst/include/circuitbreaker`); the R objects
+#' are thin wrappers around it.
+#'
+#' @keywords internal
+"_PACKAGE"
+
+## usethis namespace: start
+#' @useDynLib circuitbreaker, .registration = TRUE
+#' @importFrom Rcpp evalCpp
+## usethis namespace: end
+NULL

@@ -1,0 +1,33 @@
+# How a breaker looks when printed, and as a data frame.
+
+format_breaker <- function(m, config) {
+  label <- if (is.na(m$name)) "<CircuitBreaker>" else paste0("<CircuitBreaker> ", m$name)
+  threshold <- if (is.infinite(config$failure_threshold)) "off" else format(config$failure_threshold)
+  lines <- c(
+    paste0(label, ": ", m$state),
+    paste0("  failure_count: ", m$failure_count, " (opens at ", threshold, ")",
+           "   recovery_timeout: ", format(config$recovery_timeout), " s"),
+    paste0("  calls: ", m$calls, " (", m$successes, " ok, ", m$failures, " failed, ",
+           m$slow_calls, " slow, ", m$ignored, " ignored)   rejected: ", m$rejected,
+           "   opened: ", m$times_opened, " times")
+  )
+  if (m$state %in% c("OPEN", "HALF_OPEN") && m$seconds_until_probe > 0) {
+    lines <- c(lines, paste0("  next probe in ", format(signif(m$seconds_until_probe, 3)), " s"))
+  }
+  if (!is.na(m$failure_rate)) {
+    lines <- c(lines, paste0("  window: ", m$window_calls, " calls, failure rate ",
+                             format(round(m$failure_rate, 3)), ", slow rate ",
+                             format(round(m$slow_call_rate, 3))))
+  }
+  lines
+}
+
+#' A breaker's metrics as a one-row data frame
+#'
+#' @param x A [CircuitBreaker].
+#' @param row.names,optional,... Ignored; for compatibility with the generic.
+#' @return A data frame with one row and the columns of `x$metrics()`.
+#' @export
+as.data.frame.CircuitBreaker <- function(x, row.names = NULL, optional = FALSE, ...) {
+  as.data.frame(x$metrics(), stringsAsFactors = FALSE)
+}

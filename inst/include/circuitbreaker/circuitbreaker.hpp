@@ -1,0 +1,26 @@
+// The circuitbreaker core: a header-only C++17 circuit breaker with no
+// dependency on R. Include this one header.
+//
+//   circuitbreaker::Config config;                 // seed-compatible defaults
+//   if (auto err = circuitbreaker::validate(config)) { /* err.field ... */ }
+//   circuitbreaker::Breaker breaker(circuitbreaker::make_settings(config),
+//                                   circuitbreaker::SteadyClock::now());
+//   auto a = breaker.acquire(circuitbreaker::SteadyClock::now());
+//   if (a.permitted) {
+//     bool ok = call_the_dependency();
+//     breaker.record(a.permit, ok ? circuitbreaker::Outcome::Success
+//                                 : circuitbreaker::Outcome::Failure,
+//                    circuitbreaker::SteadyClock::now());
+//   }
+//
+// Other R packages can use it with `LinkingTo: circuitbreaker`.
+#ifndef CIRCUITBREAKER_CIRCUITBREAKER_HPP
+#define CIRCUITBREAKER_CIRCUITBREAKER_HPP
+
+#include "types.hpp"
+#include "clock.hpp"
+#include "config.hpp"
+#include "window.hpp"
+#include "breaker.hpp"
+
+#endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP

@@ -1,0 +1,238 @@
+// Configuration of one breaker: what the user asked for (Config, in the
+// user's units), the rules about which values are allowed (validate), and the
+// form the state machine works with (Settings, in nanoseconds and integers).
+//
+// Validation returns a description of the first problem instead of throwing,
+// so that bindings can turn it into their own kind of error.
+#ifndef CIRCUITBREAKER_CONFIG_HPP
+#define CIRCUITBREAKER_CONFIG_HPP
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "types.hpp"
+
+namespace circuitbreaker {
+
+enum class WindowType : std::uint8_t { Count = 0, Time = 1 };
+
+// Capacities of the fixed-size state block (see breaker.hpp).
+inline constexpr std::uint32_t kMaxCountWindow = 1024;  // calls
+inline constexpr std::uint32_t kTimeWindowBuckets = 10;
+inline constexpr std::uint32_t kMaxHalfOpenCalls = 32;  // one bit each in a mask
+
+// Defaults of the optional window parameters.
+inline constexpr double kDefaultCountWindow = 100;   // calls
+inline constexpr double kDefaultTimeWindow = 60;     // seconds
+inline constexpr double kDefaultMinimumCalls = 20;   // Hystrix's request volume
+
+// What the user asked for. Defaults reproduce the seed document's R6 class:
+// open after 5 consecutive failures, probe once more than 30 s have passed.
+struct Config {
+  double failure_threshold = 5;  // whole number >= 1; +Inf turns the rule off
+  double recovery_timeout = 30;  // seconds
+
+  std::optional<double> failure_rate_threshold;  // (0, 1]; empty = rule off
+  WindowType window_type = WindowType::Count;
+  std::optional<double> window_size;    // calls or seconds; empty = default
+  std::optional<double> minimum_calls;  // empty = min(20, window size)
+
+  std::optional<double> slow_call_duration;        // seconds; empty = off
+  std::optional<double> slow_call_rate_threshold;  // (0, 1]; empty = off
+
+  double half_open_max_calls = 1;
+  std::optional<double> half_open_max_wait;  // seconds; empty = no expiry
+
+  double backoff_multiplier = 1;
+  std::optional<double> max_recovery_timeout;  // seconds; empty = no cap
+  double jitter = 0;                           // [0, 1]
+
+  double ramp_up = 0;  // seconds; 0 = off
+
+  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;  // for jitter only
+};
+
+// The first problem found in a Config: which field, and what it must be
+// (phrased to follow "`field` must be ...").
+struct ConfigError {
+  const char* field = nullptr;
+  const char* requirement = nullptr;
+  explicit operator bool() const noexcept { return field != nullptr; }
+};
+
+namespace detail {
+
+inline bool is_whole(double x) noexcept {
+  return std::isfinite(x) && std::floor(x) == x;
+}
+inline bool in_unit_interval(double x) noexcept {  // (0, 1]
+  return x > 0 && x <= 1;
+}
+inline bool is_duration(double x, bool allow_zero) noexcept {
+  return std::isfinite(x) && (allow_zero ? x >= 0 : x > 0) && x <= kMaxSeconds;
+}
+
+}  // namespace detail
+
+inline double effective_window_size(const Config& c) noexcept {
+  if (c.window_size) return *c.window_size;
+  return c.window_type == WindowType::Count ? kDefaultCountWindow
+                                            : kDefaultTimeWindow;
+}
+
+inline double effective_minimum_calls(const Config& c) noexcept {
+  if (c.minimum_calls) return *c.minimum_calls;
+  if (c.window_type == WindowType::Count) {
+    const double size = effective_window_size(c);
+    return size < kDefaultMinimumCalls ? size : kDefaultMinimumCalls;
+  }
+  return kDefaultMinimumCalls;
+}
+
+// Every rule about allowed values lives here; bindings only check types.
+inline ConfigError validate(const Config& c) noexcept {
+  using detail::in_unit_interval;
+  using detail::is_duration;
+  using detail::is_whole;
+
+  const double ft = c.failure_threshold;
+  if (!((is_whole(ft) && ft >= 1) || (std::isinf(ft) && ft > 0)))
+    return {"failure_threshold", "a whole number of at least 1, or Inf"};
+  if (!is_duration(c.recovery_timeout, true))
+    return {"recovery_timeout", "a number of seconds from 0 to 1e9"};
+
+  if (c.failure_rate_threshold && !in_unit_interval(*c.failure_rate_threshold))
+    return {"failure_rate_threshold", "NULL or a number in (0, 1]"};
+
+  if (c.window_size) {
+    const double w = *c.window_size;
+    if (c.window_type == WindowType::Count) {
+      if (!(is_whole(w) && w >= 1 && w <= kMaxCountWindow))
+        return {"window_size",
+                "NULL or a whole number of calls from 1 to 1024 (window_type "
+                "\"count\")"};
+    } else if (!(is_duration(w, false) && w >= 1e-6)) {
+      return {"window_size",
+              "NULL or a number of seconds from 1e-6 to 1e9 (window_type "
+              "\"time\")"};
+    }
+  }
+  if (c.minimum_calls) {
+    const double m = *c.minimum_calls;
+    if (!(is_whole(m) && m >= 1 && m <= 1e9))
+      return {"minimum_calls", "NULL or a whole number of at least 1"};
+    if (c.window_type == WindowType::Count && m > effective_window_size(c))
+      return {"minimum_calls",
+              "NULL or at most `window_size` (a count window never holds "
+              "more calls than its size)"};
+  }
+
+  if (c.slow_call_duration && !is_duration(*c.slow_call_duration, false))
+    return {"slow_call_duration", "NULL or a number of seconds in (0, 1e9]"};
+  if (c.slow_call_rate_threshold) {
+    if (!in_unit_interval(*c.slow_call_rate_threshold))
+      return {"slow_call_rate_threshold", "NULL or a number in (0, 1]"};
+    if (!c.slow_call_duration)
+      return {"slow_call_rate_threshold",
+              "NULL unless `slow_call_duration` is set too"};
+  }
+
+  const double h = c.half_open_max_calls;
+  if (!(is_whole(h) && h >= 1 && h <= kMaxHalfOpenCalls))
+    return {"half_open_max_calls", "a whole number from 1 to 32"};
+  if (c.half_open_max_wait && !is_duration(*c.half_open_max_wait, false))
+    return {"half_open_max_wait", "NULL or a number of seconds in (0, 1e9]"};
+
+  const double b = c.backoff_multiplier;
+  if (!(std::isfinite(b) && b >= 1 && b <= 1e6))
+    return {"backoff_multiplier", "a number from 1 to 1e6"};
+  if (c.max_recovery_timeout) {
+    const double m = *c.max_recovery_timeout;
+    if (!is_duration(m, true))
+      return {"max_recovery_timeout", "NULL or a number of seconds from 0 to 1e9"};
+    if (m < c.recovery_timeout)
+      return {"max_recovery_timeout",
+              "NULL or at least `recovery_timeout`"};
+  }
+  if (!(c.jitter >= 0 && c.jitter <= 1))
+    return {"jitter", "a number from 0 to 1"};
+
+  if (!is_duration(c.ramp_up, true))
+    return {"ramp_up", "a number of seconds from 0 to 1e9"};
+  return {};
+}
+
+// The validated configuration in the units the state machine uses.
+struct Settings {
+  std::uint64_t failure_threshold;  // 0: consecutive rule off
+  Nanos recovery_timeout;
+
+  bool rate_rule;
+  double failure_rate_threshold;
+  WindowType window_type;
+  std::uint32_t window_calls;  // count window size
+  Nanos window_bucket;         // time window: width of one bucket
+  std::uint64_t minimum_calls;
+
+  bool slow_tracking;   // slow calls are counted
+  Nanos slow_call_duration;
+  bool slow_rule;       // and may trip the breaker
+  double slow_call_rate_threshold;
+
+  std::uint32_t half_open_max_calls;
+  Nanos half_open_max_wait;  // kNever: probes never expire
+
+  double backoff_multiplier;
+  Nanos max_recovery_timeout;  // cap of the backed-off open duration
+  double jitter;
+
+  Nanos ramp_up;  // 0: off
+  std::uint64_t seed;
+};
+
+// Precondition: validate(c) found nothing.
+inline Settings make_settings(const Config& c) noexcept {
+  Settings s{};
+  s.failure_threshold = std::isinf(c.failure_threshold)
+                            ? 0
+                            : (c.failure_threshold >= 1.8e19
+                                   ? 0
+                                   : static_cast<std::uint64_t>(c.failure_threshold));
+  s.recovery_timeout = seconds_to_nanos(c.recovery_timeout);
+
+  s.rate_rule = c.failure_rate_threshold.has_value();
+  s.failure_rate_threshold = c.failure_rate_threshold.value_or(1.0);
+  s.window_type = c.window_type;
+  const double size = effective_window_size(c);
+  if (c.window_type == WindowType::Count) {
+    s.window_calls = static_cast<std::uint32_t>(size);
+    s.window_bucket = 0;
+  } else {
+    s.window_calls = 0;
+    Nanos bucket = seconds_to_nanos(size) / kTimeWindowBuckets;
+    s.window_bucket = bucket > 0 ? bucket : 1;
+  }
+  s.minimum_calls = static_cast<std::uint64_t>(effective_minimum_calls(c));
+
+  s.slow_tracking = c.slow_call_duration.has_value();
+  s.slow_call_duration = seconds_to_nanos(c.slow_call_duration.value_or(0));
+  s.slow_rule = c.slow_call_rate_threshold.has_value();
+  s.slow_call_rate_threshold = c.slow_call_rate_threshold.value_or(1.0);
+
+  s.half_open_max_calls = static_cast<std::uint32_t>(c.half_open_max_calls);
+  s.half_open_max_wait = c.half_open_max_wait
+                             ? seconds_to_nanos(*c.half_open_max_wait)
+                             : kNever;
+
+  s.backoff_multiplier = c.backoff_multiplier;
+  s.max_recovery_timeout = seconds_to_nanos(c.max_recovery_timeout.value_or(kMaxSeconds));
+  s.jitter = c.jitter;
+  s.ramp_up = seconds_to_nanos(c.ramp_up);
+  s.seed = c.seed;
+  return s;
+}
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_CONFIG_HPP

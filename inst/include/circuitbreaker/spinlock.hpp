@@ -1,0 +1,42 @@
+// A tiny lock for the breaker's state block. Critical sections are a few
+// dozen instructions and never call out (no user code, no allocation, no I/O),
+// so spinning beats a mutex, and the lock is a single byte that could live in
+// shared memory beside the state it guards.
+#ifndef CIRCUITBREAKER_SPINLOCK_HPP
+#define CIRCUITBREAKER_SPINLOCK_HPP
+
+#include <atomic>
+#include <thread>
+
+namespace circuitbreaker {
+
+class SpinLock {
+ public:
+  void lock() noexcept {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
+      // Wait on a plain load (no cache-line ping-pong), yield if it drags on.
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) std::this_thread::yield();
+      }
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+class SpinGuard {
+ public:
+  explicit SpinGuard(SpinLock& l) noexcept : lock_(l) { lock_.lock(); }
+  ~SpinGuard() { lock_.unlock(); }
+  SpinGuard(const SpinGuard&) = delete;
+  SpinGuard& operator=(const SpinGuard&) = delete;
+
+ private:
+  SpinLock& lock_;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_SPINLOCK_HPP

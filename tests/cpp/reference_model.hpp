@@ -1,0 +1,561 @@
+// A reference model of the circuit breaker's rules, for differential testing
+// of breaker.hpp (see test_reference_model.cpp).
+//
+// It is written from the specification, not from breaker.hpp, and favours
+// being obviously correct over being fast:
+//   - the sliding window is a std::vector of every call added since the window
+//     was last emptied, with its timestamp; totals are recounted by a loop;
+//   - probes in flight are a std::map from lease serial to (slot, start time);
+//   - the transition log is a std::vector of every transition ever made.
+// It shares nothing with breaker.hpp or window.hpp. From the core it uses only
+// the vocabulary of types.hpp, Config / validate / make_settings of config.hpp
+// and uniform01 of random.hpp (so that jitter draws the same numbers).
+#ifndef CIRCUITBREAKER_TESTS_REFERENCE_MODEL_HPP
+#define CIRCUITBREAKER_TESTS_REFERENCE_MODEL_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include <circuitbreaker/config.hpp>
+#include <circuitbreaker/random.hpp>
+#include <circuitbreaker/types.hpp>
+
+namespace cbmodel {
+
+using circuitbreaker::Config;
+using circuitbreaker::kNever;
+using circuitbreaker::Nanos;
+using circuitbreaker::Outcome;
+using circuitbreaker::Rejection;
+using circuitbreaker::Settings;
+using circuitbreaker::State;
+using circuitbreaker::WindowType;
+
+enum class Kind { Counted, Probe, PassThrough };
+
+struct Permit {
+  Kind kind = Kind::Counted;
+  std::uint64_t generation = 0;
+  std::uint64_t lease = 0;  // probes only
+  std::uint32_t slot = 0;   // probes only
+  Nanos started_at = 0;
+};
+
+struct Admission {
+  bool permitted = false;
+  Permit permit;
+  Rejection rejection = Rejection::None;
+  Nanos retry_after = 0;
+};
+
+struct Counters {
+  std::uint64_t calls = 0, successes = 0, failures = 0, slow = 0, ignored = 0,
+                rejected = 0, released = 0, late = 0, expired = 0,
+                times_opened = 0;
+};
+
+struct WindowCounts {
+  std::uint64_t calls = 0, failures = 0, slow = 0;
+};
+
+struct Transition {
+  std::uint64_t seq = 0;
+  Nanos at = 0;
+  State from = State::Closed;
+  State to = State::Closed;
+};
+
+struct Snapshot {
+  State state = State::Closed;
+  std::uint64_t generation = 0;
+  Nanos now = 0;
+  Nanos state_since = 0;
+  std::uint64_t consecutive_failures = 0;
+  bool has_failure = false;
+  Nanos last_failure_at = 0;
+  Counters totals;
+  WindowCounts window;
+  double failure_rate = 0;
+  double slow_rate = 0;
+  Nanos open_duration = 0;
+  Nanos retry_after = 0;
+  std::uint32_t probes_in_flight = 0;
+  std::uint32_t probe_successes = 0;
+  std::uint64_t consecutive_opens = 0;
+  double ramp_share = 1;
+  std::uint64_t last_transition = 0;
+};
+
+class Model {
+ public:
+  static constexpr std::size_t kLogCapacity = 32;
+  static constexpr std::int64_t kBuckets = 10;
+
+  Model(const Config& config, Nanos now) {
+    s_ = circuitbreaker::make_settings(config);
+    state_since_ = now;
+    rng_ = s_.seed;
+    open_duration_ = s_.recovery_timeout;
+  }
+
+  const Settings& settings() const { return s_; }
+
+  // ---- the operations -----------------------------------------------------
+
+  Admission acquire(Nanos now) {
+    expire_probes(now);
+    if (state_ == State::Closed) {
+      if (ramping_ && !ramp_admits(now)) return reject(Rejection::RampUp, 0);
+      return grant(Kind::Counted, now);
+    }
+    if (state_ == State::Open) {
+      if (now - opened_at_ > open_duration_) {
+        transition(State::HalfOpen, now);
+        return take_probe(now);
+      }
+      return reject(Rejection::Open, opened_at_ + open_duration_ - now);
+    }
+    if (state_ == State::HalfOpen) return take_probe(now);
+    if (state_ == State::ForcedOpen) return reject(Rejection::ForcedOpen, kNever);
+    return grant(Kind::PassThrough, now);  // Disabled
+  }
+
+  void record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) {
+    expire_probes(now);
+    if (p.kind == Kind::PassThrough) return;
+    const bool current = p.generation == generation_;
+    if (outcome == Outcome::Ignored) {
+      totals_.ignored += 1;
+      if (current) free_lease(p);
+      return;
+    }
+    const bool failed = outcome == Outcome::Failure;
+    const bool slow = s_.slow_tracking && (now - p.started_at) > s_.slow_call_duration;
+    count(failed, slow);
+    if (!current) {
+      totals_.late += 1;
+      return;
+    }
+    if (p.kind == Kind::Counted) {
+      closed_result(failed, slow, now, open_for);
+      return;
+    }
+    // A probe of the current generation: the state is HALF_OPEN.
+    free_lease(p);
+    if (failed) {
+      failure_seen(now);
+      trip(now, open_for);
+      return;
+    }
+    consecutive_failures_ = 0;
+    if (slow && s_.slow_rule) {
+      trip(now, open_for);
+      return;
+    }
+    probe_successes_ += 1;
+    if (probe_successes_ >= s_.half_open_max_calls) close(now);
+  }
+
+  void release(const Permit& p, Nanos now) {
+    expire_probes(now);
+    if (p.kind == Kind::PassThrough) return;
+    totals_.released += 1;
+    if (p.generation == generation_) free_lease(p);
+  }
+
+  void note(Outcome outcome, Nanos now) {
+    expire_probes(now);
+    if (state_ == State::Disabled) return;
+    if (outcome == Outcome::Ignored) {
+      totals_.ignored += 1;
+      return;
+    }
+    const bool failed = outcome == Outcome::Failure;
+    count(failed, false);
+    switch (state_) {
+      case State::Closed:
+        closed_result(failed, false, now, -1);
+        break;
+      case State::Open:
+        if (failed) {
+          failure_seen(now);
+          opened_at_ = now;
+        } else {
+          close(now);
+        }
+        break;
+      case State::HalfOpen:
+        if (failed) {
+          failure_seen(now);
+          trip(now, -1);
+        } else {
+          close(now);
+        }
+        break;
+      case State::ForcedOpen:
+        if (failed) {
+          failure_seen(now);
+        } else {
+          consecutive_failures_ = 0;
+        }
+        break;
+      case State::Disabled:
+        break;
+    }
+  }
+
+  void reset(Nanos now) {
+    if (state_ == State::Closed) {
+      generation_ += 1;
+    } else {
+      transition(State::Closed, now);
+    }
+    consecutive_failures_ = 0;
+    consecutive_opens_ = 0;
+    ramping_ = false;
+    window_.clear();
+  }
+
+  void force_open(Nanos now) {
+    if (state_ != State::ForcedOpen) transition(State::ForcedOpen, now);
+  }
+
+  void disable(Nanos now) {
+    if (state_ != State::Disabled) transition(State::Disabled, now);
+  }
+
+  void reconfigure(const Config& config) {
+    const Settings n = circuitbreaker::make_settings(config);
+    const bool shape_changed = n.window_type != s_.window_type ||
+                               n.window_calls != s_.window_calls ||
+                               n.window_bucket != s_.window_bucket;
+    const bool timing_changed = n.recovery_timeout != s_.recovery_timeout ||
+                                n.backoff_multiplier != s_.backoff_multiplier ||
+                                n.max_recovery_timeout != s_.max_recovery_timeout;
+    s_ = n;
+    if (shape_changed) window_.clear();
+    if (timing_changed) {
+      open_duration_ = duration(std::max<std::uint64_t>(consecutive_opens_, 1),
+                                jitter_factor_, open_hint_);
+    }
+    if (s_.ramp_up == 0) ramping_ = false;
+  }
+
+  // ---- observation --------------------------------------------------------
+
+  Snapshot snapshot(Nanos now) const {
+    Snapshot r;
+    r.state = state_;
+    r.generation = generation_;
+    r.now = now;
+    r.state_since = state_since_;
+    r.consecutive_failures = consecutive_failures_;
+    r.has_failure = has_failure_;
+    r.last_failure_at = last_failure_at_;
+    r.totals = totals_;
+    r.window = window_counts(now);
+    if (r.window.calls == 0) {
+      r.failure_rate = std::numeric_limits<double>::quiet_NaN();
+      r.slow_rate = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      r.failure_rate = double(r.window.failures) / double(r.window.calls);
+      r.slow_rate = double(r.window.slow) / double(r.window.calls);
+    }
+    r.open_duration = open_duration_;
+    if (state_ == State::Open) {
+      r.retry_after = std::max<Nanos>(0, opened_at_ + open_duration_ - now);
+    } else if (state_ == State::HalfOpen) {
+      r.retry_after = probes_full() ? half_open_retry_after(now) : 0;
+    } else if (state_ == State::ForcedOpen) {
+      r.retry_after = kNever;
+    } else {
+      r.retry_after = 0;
+    }
+    r.probes_in_flight = static_cast<std::uint32_t>(probes_.size());
+    r.probe_successes = probe_successes_;
+    r.consecutive_opens = consecutive_opens_;
+    r.ramp_share = 1;
+    if (ramping_) {
+      const Nanos elapsed = now - ramp_started_;
+      if (elapsed < s_.ramp_up) r.ramp_share = double(elapsed) / double(s_.ramp_up);
+    }
+    r.last_transition = log_.empty() ? 0 : log_.back().seq;
+    return r;
+  }
+
+  // Transitions with seq > after, oldest first; only the last kLogCapacity
+  // are kept, and only the newest `max` of those are returned.
+  std::vector<Transition> transitions_since(std::uint64_t after, std::size_t max) const {
+    std::vector<Transition> kept;
+    const std::size_t first_kept = log_.size() > kLogCapacity ? log_.size() - kLogCapacity : 0;
+    for (std::size_t i = first_kept; i < log_.size(); ++i) {
+      if (log_[i].seq > after) kept.push_back(log_[i]);
+    }
+    if (kept.size() > max) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max));
+    return kept;
+  }
+
+  // Exposed for the test harness (to pick interesting clock advances).
+  Nanos open_deadline() const { return opened_at_ + open_duration_; }
+  Nanos oldest_probe_start() const {
+    Nanos oldest = kNever;
+    for (const auto& kv : probes_) oldest = std::min(oldest, kv.second.started);
+    return oldest;
+  }
+  Nanos ramp_started() const { return ramp_started_; }
+  bool ramping() const { return ramping_; }
+  State state() const { return state_; }
+
+  // The open duration formula D(k, f, h) of the specification.
+  Nanos duration(std::uint64_t k, double f, Nanos h) const {
+    double d = double(s_.recovery_timeout);
+    if (s_.backoff_multiplier != 1 && k > 1) {
+      d *= std::pow(s_.backoff_multiplier, double(k - 1));
+    }
+    const double cap = double(s_.max_recovery_timeout);
+    if (d > cap) d = cap;
+    d *= f;
+    if (h >= 0) {
+      double hp = double(h);
+      if (hp > cap) hp = cap;
+      if (hp > d) d = hp;
+    }
+    return static_cast<Nanos>(d + 0.5);
+  }
+
+ private:
+  struct Event {
+    Nanos at;
+    bool failed;
+    bool slow;
+  };
+  struct Lease {
+    std::uint32_t slot;
+    Nanos started;
+  };
+
+  // ---- helpers ------------------------------------------------------------
+
+  Admission grant(Kind kind, Nanos now) {
+    Admission a;
+    a.permitted = true;
+    a.permit.kind = kind;
+    a.permit.generation = generation_;
+    a.permit.started_at = now;
+    return a;
+  }
+
+  Admission reject(Rejection why, Nanos retry_after) {
+    totals_.rejected += 1;
+    Admission a;
+    a.permitted = false;
+    a.rejection = why;
+    a.retry_after = retry_after < 0 ? 0 : retry_after;
+    return a;
+  }
+
+  bool probes_full() const {
+    return probes_.size() + probe_successes_ >= s_.half_open_max_calls;
+  }
+
+  Nanos half_open_retry_after(Nanos now) const {
+    if (s_.half_open_max_wait == kNever || probes_.empty()) return 0;
+    Nanos best = kNever;
+    for (const auto& kv : probes_) {
+      best = std::min(best, kv.second.started + s_.half_open_max_wait - now);
+    }
+    return std::max<Nanos>(0, best);
+  }
+
+  Admission take_probe(Nanos now) {
+    if (probes_full()) return reject(Rejection::HalfOpenFull, half_open_retry_after(now));
+    std::uint32_t slot = 0;
+    while (slot_taken(slot)) ++slot;
+    last_lease_ += 1;
+    probes_[last_lease_] = Lease{slot, now};
+    Admission a = grant(Kind::Probe, now);
+    a.permit.lease = last_lease_;
+    a.permit.slot = slot;
+    return a;
+  }
+
+  bool slot_taken(std::uint32_t slot) const {
+    for (const auto& kv : probes_) {
+      if (kv.second.slot == slot) return true;
+    }
+    return false;
+  }
+
+  void free_lease(const Permit& p) {
+    if (p.kind == Kind::Probe) probes_.erase(p.lease);
+  }
+
+  void expire_probes(Nanos now) {
+    if (state_ != State::HalfOpen || s_.half_open_max_wait == kNever) return;
+    bool any = false;
+    for (const auto& kv : probes_) {
+      if (now - kv.second.started > s_.half_open_max_wait) any = true;
+    }
+    if (!any) return;
+    totals_.expired += 1;
+    failure_seen(now);
+    trip(now, -1);
+  }
+
+  bool ramp_admits(Nanos now) {
+    const Nanos elapsed = now - ramp_started_;
+    if (elapsed >= s_.ramp_up) {
+      ramping_ = false;
+      return true;
+    }
+    ramp_credit_ += double(elapsed) / double(s_.ramp_up);
+    if (ramp_credit_ >= 1) {
+      ramp_credit_ -= 1;
+      return true;
+    }
+    return false;
+  }
+
+  void count(bool failed, bool slow) {
+    totals_.calls += 1;
+    if (failed) {
+      totals_.failures += 1;
+    } else {
+      totals_.successes += 1;
+    }
+    if (slow) totals_.slow += 1;
+  }
+
+  void failure_seen(Nanos now) {
+    consecutive_failures_ += 1;
+    has_failure_ = true;
+    last_failure_at_ = now;
+  }
+
+  void closed_result(bool failed, bool slow, Nanos now, Nanos open_for) {
+    window_.push_back(Event{now, failed, slow});
+    if (failed) {
+      failure_seen(now);
+    } else {
+      consecutive_failures_ = 0;
+    }
+    bool trip_now = false;
+    if (s_.failure_threshold != 0 && consecutive_failures_ >= s_.failure_threshold) {
+      trip_now = true;
+    }
+    const WindowCounts w = window_counts(now);
+    if (w.calls >= s_.minimum_calls) {
+      if (s_.rate_rule &&
+          double(w.failures) / double(w.calls) >= s_.failure_rate_threshold) {
+        trip_now = true;
+      }
+      if (s_.slow_rule &&
+          double(w.slow) / double(w.calls) >= s_.slow_call_rate_threshold) {
+        trip_now = true;
+      }
+    }
+    if (trip_now) trip(now, open_for);
+  }
+
+  WindowCounts window_counts(Nanos now) const {
+    WindowCounts c;
+    if (s_.window_type == WindowType::Count) {
+      const std::size_t n = window_.size();
+      const std::size_t first = n > s_.window_calls ? n - s_.window_calls : 0;
+      for (std::size_t i = first; i < n; ++i) add_to(c, window_[i]);
+    } else {
+      const std::int64_t k_now = now / s_.window_bucket;
+      for (const Event& e : window_) {
+        const std::int64_t k = e.at / s_.window_bucket;
+        if (k > k_now - kBuckets && k <= k_now) add_to(c, e);
+      }
+    }
+    return c;
+  }
+
+  static void add_to(WindowCounts& c, const Event& e) {
+    c.calls += 1;
+    if (e.failed) c.failures += 1;
+    if (e.slow) c.slow += 1;
+  }
+
+  void transition(State to, Nanos now) {
+    Transition t;
+    t.seq = log_.empty() ? 1 : log_.back().seq + 1;
+    t.at = now;
+    t.from = state_;
+    t.to = to;
+    log_.push_back(t);
+    state_ = to;
+    generation_ += 1;
+    state_since_ = now;
+    probes_.clear();
+    probe_successes_ = 0;
+    ramping_ = false;
+  }
+
+  void trip(Nanos now, Nanos open_for) {
+    transition(State::Open, now);
+    opened_at_ = now;
+    consecutive_opens_ += 1;
+    totals_.times_opened += 1;
+    if (s_.jitter > 0) {
+      jitter_factor_ = 1 - s_.jitter * circuitbreaker::uniform01(rng_);
+    } else {
+      jitter_factor_ = 1;
+    }
+    open_hint_ = open_for;
+    open_duration_ = duration(consecutive_opens_, jitter_factor_, open_for);
+  }
+
+  void close(Nanos now) {
+    transition(State::Closed, now);
+    consecutive_failures_ = 0;
+    consecutive_opens_ = 0;
+    window_.clear();
+    if (s_.ramp_up > 0) {
+      ramping_ = true;
+      ramp_started_ = now;
+      ramp_credit_ = 0;
+    }
+  }
+
+  // ---- state --------------------------------------------------------------
+
+  Settings s_;
+  State state_ = State::Closed;
+  std::uint64_t generation_ = 1;
+  Nanos state_since_ = 0;
+
+  std::uint64_t consecutive_failures_ = 0;
+  bool has_failure_ = false;
+  Nanos last_failure_at_ = 0;
+
+  Nanos opened_at_ = 0;
+  Nanos open_duration_ = 0;
+  std::uint64_t consecutive_opens_ = 0;
+  double jitter_factor_ = 1;
+  Nanos open_hint_ = -1;
+
+  std::map<std::uint64_t, Lease> probes_;  // lease serial -> slot, start
+  std::uint32_t probe_successes_ = 0;
+  std::uint64_t last_lease_ = 0;
+
+  bool ramping_ = false;
+  Nanos ramp_started_ = 0;
+  double ramp_credit_ = 0;
+
+  std::uint64_t rng_ = 0;
+  Counters totals_;
+  std::vector<Event> window_;     // every call since the window was emptied
+  std::vector<Transition> log_;   // every transition ever made
+};
+
+}  // namespace cbmodel
+
+#endif  // CIRCUITBREAKER_TESTS_REFERENCE_MODEL_HPP
