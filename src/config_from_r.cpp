@@ -95,7 +95,7 @@ Config config_from_list(SEXP list) {
   Config config;
 
   SEXP type = element(list, "window_type");
-  if (type != R_NilValue) {
+  {
     const char* t = (TYPEOF(type) == STRSXP && Rf_xlength(type) == 1 &&
                      STRING_ELT(type, 0) != NA_STRING)
                         ? CHAR(STRING_ELT(type, 0))
@@ -111,7 +111,6 @@ Config config_from_list(SEXP list) {
 
   for (const auto& f : kRequired) {
     SEXP x = element(list, f.name);
-    if (x == R_NilValue) continue;  // keep the core's default
     double v;
     if (!read_number(x, v)) abort_argument(f.name, requirement_for(config, f.name), x);
     config.*(f.member) = v;

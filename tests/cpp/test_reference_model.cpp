@@ -286,7 +286,8 @@ struct Op {
   OpType type = OpType::Acquire;
   Nanos now = 0;
   std::size_t permit = 0;     // permit id (Record, Release; the new id for Acquire)
-  bool permitted = false;     // Acquire: the model's answer
+  bool permitted = false;     // Acquire: the breaker's answer
+  bool model_permitted = false;  // Acquire: the model's answer
   Outcome outcome = Outcome::Success;
   Nanos value = 0;            // Advance: by how much; Record: open_for
   std::size_t config = 0;     // Reconfigure: index into the scenario's configs
@@ -324,7 +325,10 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
   switch (op.type) {
     case OpType::Acquire:
       o << "acquire";
-      if (op.permitted) {
+      if (op.permitted != op.model_permitted) {
+        o << (op.permitted ? " -> permitted by the breaker, rejected by the model"
+                           : " -> rejected by the breaker, permitted by the model");
+      } else if (op.permitted) {
         const cbmodel::Permit& p = all_permits[op.permit].model;
         o << " -> P" << op.permit << " (" << kind_name(p.kind) << ", generation "
           << p.generation;
@@ -347,7 +351,7 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
     case OpType::Disable: o << "disable()"; break;
     case OpType::Reconfigure: o << "reconfigure(config #" << op.config << ")"; break;
   }
-  o << "   [then transitions_since(" << op.after << ", max " << op.max << ")]";
+  o << "   | then transitions_since(" << op.after << ", " << op.max << ")";
   return o.str();
 }
 
@@ -523,7 +527,8 @@ class Scenario {
       real_adm = breaker_->acquire(now_);
       model_adm = model_->acquire(now_);
       admitted_op = true;
-      op.permitted = model_adm.permitted;
+      op.permitted = real_adm.permitted;
+      op.model_permitted = model_adm.permitted;
       if (!real_adm.permitted) ++stats.rejections[static_cast<int>(real_adm.rejection)];
       if (before.state == State::Open && before.retry_after == 0 &&
           real_adm.rejection == cb::Rejection::Open) {
@@ -685,7 +690,7 @@ class Scenario {
       if (model_->ramping()) {
         const Nanos left = model_->ramp_started() + s.ramp_up - now_;
         if (left >= 0) {
-          exact.push_back(left);
+          for (int k = 0; k < 3; ++k) exact.push_back(left);  // exactly at the end
           exact.push_back(left - 1 >= 0 ? left - 1 : 0);
         }
       }
@@ -807,8 +812,8 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
   }
   std::fflush(stdout);
 
-  INFO("seed " << seed << ", scenario " << failed_scenario
-               << ": see the operation sequence printed above");
+  INFO("divergence: CB_MODEL_SEED=" << seed << " CB_MODEL_SCENARIO=" << failed_scenario
+                                    << " (configuration and operations printed on stderr)");
   REQUIRE(ok);
   CHECK(stats.divergences == 0);
   if (!scenario_set) CHECK(stats.ops == total);

@@ -175,7 +175,8 @@ TEST_CASE("TimeWindow holds the last ten buckets", "[window]") {
     CHECK_TOTALS(w.totals_at(width, 123456789), 1, 1, 1);
     w.add(width, 123456789 + 50, false, false);
     CHECK_TOTALS(w.totals_at(width, 123456789 + 50), 2, 1, 1);
-    CHECK_TOTALS(w.totals_at(width, 123456789 + 1000), 0, 0, 0);
+    CHECK_TOTALS(w.totals_at(width, 123456789 + 1000), 1, 0, 0);  // bucket +1 is in
+    CHECK_TOTALS(w.totals_at(width, 123456789 + 1100), 0, 0, 0);
   }
   SECTION("clear empties it, even at a later time") {
     w.add(width, 10, true, true);

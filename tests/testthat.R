@@ -1,0 +1,4 @@
+library(testthat)
+library(circuitbreaker)
+
+test_check("circuitbreaker")
