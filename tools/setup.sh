@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs everything circuitbreaker needs to build, test and demonstrate
+# itself, then the package. Safe to run again: it installs only what is
+# missing, and reinstalls the package only when its sources changed.
+#
+# Dependencies come from Debian's prebuilt r-cran-* packages where the
+# machine has apt (seconds instead of many minutes of compiling on 2 cores);
+# anything still missing is installed from CRAN.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# R packages: needed to build (Rcpp, R6, cli, rlang), to test (testthat,
+# callr, webfakes, httr, httr2, curl, promises, later) and to benchmark (bench).
+r_packages=(Rcpp R6 cli rlang testthat callr webfakes httr httr2 curl promises later bench)
+# Other tools: a C++17 compiler and make for the package and the C++ tests,
+# Catch2 (v2, single header) for the C++ tests.
+system_packages=(g++ make catch2)
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi
+}
+
+missing_r_packages() {
+  Rscript --vanilla -e 'p <- commandArgs(TRUE); ok <- vapply(p, requireNamespace, logical(1), quietly = TRUE); cat(p[!ok])' "$@"
+}
+
+missing=$(missing_r_packages "${r_packages[@]}")
+need_system=0
+[ -f /usr/include/catch2/catch.hpp ] || need_system=1
+command -v g++ >/dev/null || need_system=1
+command -v make >/dev/null || need_system=1
+
+if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
+  debs=("${system_packages[@]}")
+  for p in $missing; do debs+=("r-cran-$(echo "$p" | tr '[:upper:]' '[:lower:]')"); done
+  echo "setup: installing from Debian: ${debs[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+  missing=$(missing_r_packages "${r_packages[@]}")
+fi
+if [ -n "$missing" ]; then
+  echo "setup: installing from CRAN: $missing"
+  Rscript --vanilla -e 'install.packages(commandArgs(TRUE), repos = "https://cloud.r-project.org", Ncpus = 2)' $missing
+  missing=$(missing_r_packages "${r_packages[@]}")
+  [ -z "$missing" ] || { echo "setup: could not install: $missing" >&2; exit 1; }
+fi
+
+# The package itself, rebuilt from scratch (headers are not tracked by R's
+# make) whenever its sources differ from the installed copy.
+hash=$(cat DESCRIPTION NAMESPACE $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
+installed=$(Rscript --vanilla -e 'f <- system.file("source-hash", package = "circuitbreaker"); if (nzchar(f)) cat(readLines(f))' 2>/dev/null || true)
+if [ "$hash" != "$installed" ]; then
+  echo "setup: installing circuitbreaker from source"
+  R CMD INSTALL --preclean . >/tmp/circuitbreaker-install.log 2>&1 || {
+    cat /tmp/circuitbreaker-install.log >&2
+    exit 1
+  }
+  lib=$(Rscript --vanilla -e 'cat(dirname(system.file(package = "circuitbreaker")))')
+  echo "$hash" > "$lib/circuitbreaker/source-hash"
+  rm -f src/*.o src/*.so
+fi
+echo "setup: ready"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ core's Catch2 suite (built outside R) and the R
+# package's testthat suite (against the installed package). Installs what is
+# missing first. Prints one closing line: "total: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+
+echo "== C++ core: Catch2 =="
+cpp_log=$(mktemp)
+make -s -C tests/cpp test 2>&1 | tee "$cpp_log"
+cpp_status=${PIPESTATUS[0]}
+# Catch2 v2 closes with "All tests passed (N assertions in M test cases)" or
+# "test cases: ... | N passed | N failed" and "assertions: ...".
+cpp_passed=$(grep -Eo 'All tests passed \([0-9]+ assertion' "$cpp_log" | grep -Eo '[0-9]+' | tail -n1 || true)
+cpp_failed=0
+if [ -z "$cpp_passed" ]; then
+  cpp_passed=$(grep -E '^assertions:' "$cpp_log" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | tail -n1 || echo 0)
+  cpp_failed=$(grep -E '^assertions:' "$cpp_log" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+' | tail -n1 || echo 1)
+fi
+rm -f "$cpp_log"
+
+echo "== R package: testthat =="
+r_counts=$(NOT_CRAN=true Rscript --vanilla -e '
+  res <- as.data.frame(testthat::test_dir("tests/testthat", package = "circuitbreaker",
+                                          load_package = "installed", stop_on_failure = FALSE))
+  failed <- sum(res$failed) + sum(res$error)
+  cat("\n", sum(res$nb) - sum(res$failed), failed, sum(res$skipped), "\n")' | tee /dev/stderr | tail -n1)
+read -r r_passed r_failed r_skipped <<<"$r_counts"
+
+passed=$((cpp_passed + r_passed))
+failed=$((cpp_failed + r_failed))
+echo "C++: ${cpp_passed} assertions passed, ${cpp_failed} failed; R: ${r_passed} expectations passed, ${r_failed} failed, ${r_skipped} skipped"
+echo "total: ${passed} passed, ${failed} failed, ${r_skipped} skipped"
+if [ "$cpp_status" != 0 ] || [ "$failed" != 0 ]; then exit 1; fi
