@@ -1,0 +1,72 @@
+# Cost of CircuitBreaker$execute() on the R hot path, against baselines
+# measured in the same run (bench::mark medians).
+#
+#   Rscript bench/execute.R            (from the repository root, after
+#                                       bash tools/setup.sh)
+#
+# Budgets (issue 2): CLOSED at most 1.3x a bare tryCatch() around the same
+# function; OPEN with a fallback at least 20x faster than a plain R6
+# implementation of the seed document's class, and at most 1 us.
+suppressPackageStartupMessages(library(circuitbreaker))
+source(file.path("bench", "seed_r6.R"))
+
+iterations <- as.integer(Sys.getenv("CB_BENCH_ITERATIONS", "200000"))
+f <- function() 1
+fb <- function() 2
+failing <- function() stop("down")
+
+closed <- circuit_breaker()
+open <- circuit_breaker(recovery_timeout = 1e6)
+seed_open <- SeedBreaker$new(recovery_timeout = 1e6)
+for (i in 1:5) {
+  open$execute(failing, fb)
+  seed_open$execute(failing, fb)
+}
+stopifnot(open$state == "OPEN", seed_open$state == "OPEN")
+seed_closed <- SeedBreaker$new()
+execute_closed <- closed$execute  # bound methods, fetched once
+execute_open <- open$execute
+# The floor for any method call on an R6 object: `$` on an object with a
+# class attribute goes through S3 dispatch before the method even starts.
+Floor <- R6::R6Class("Floor", public = list(call = function(request_func, fallback_func) fallback_func()))
+floor_object <- Floor$new()
+
+results <- bench::mark(
+  `tryCatch(f(), error = function(e) fb())` = tryCatch(f(), error = function(e) fb()),
+  `CLOSED: cb$execute(f, fb)` = closed$execute(f, fb),
+  `CLOSED: seed R6 execute(f, fb)` = seed_closed$execute(f, fb),
+  `OPEN: cb$execute(f, fb)` = open$execute(f, fb),
+  `OPEN: seed R6 execute(f, fb)` = seed_open$execute(f, fb),
+  `CLOSED: execute <- cb$execute; execute(f, fb)` = execute_closed(f, fb),
+  `OPEN: execute <- cb$execute; execute(f, fb)` = execute_open(f, fb),
+  `R6 floor: obj$call(f, fb) that only calls fb()` = floor_object$call(f, fb),
+  iterations = iterations, check = FALSE, filter_gc = TRUE
+)
+
+median_ns <- function(name) as.numeric(results$median[names(results$expression) == name]) * 1e9
+fmt <- function(ns) if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
+base <- median_ns("tryCatch(f(), error = function(e) fb())")
+seed <- median_ns("OPEN: seed R6 execute(f, fb)")
+rows <- vapply(seq_len(nrow(results)), function(i) {
+  name <- names(results$expression)[i]
+  ns <- median_ns(name)
+  sprintf("| %s | %s | %s | %.2fx | %.1fx |", name, fmt(ns), format(results$mem_alloc[i]),
+          ns / base, seed / ns)
+}, character(1))
+
+closed_ratio <- median_ns("CLOSED: cb$execute(f, fb)") / base
+open_ns <- median_ns("OPEN: cb$execute(f, fb)")
+cat(
+  sprintf("R %s, circuitbreaker %s, bench %s, %d iterations each, %s\n\n",
+          getRversion(), packageVersion("circuitbreaker"), packageVersion("bench"), iterations,
+          format(Sys.time(), "%Y-%m-%d")),
+  "| expression | median | allocated | vs tryCatch | seed OPEN / this |\n",
+  "|---|---|---|---|---|\n",
+  paste0(rows, "\n"),
+  sprintf("\nCLOSED: %.2fx the bare tryCatch (budget <= 1.3x): %s\n", closed_ratio,
+          if (closed_ratio <= 1.3) "met" else "MISSED"),
+  sprintf("OPEN with fallback: %s, %.1fx faster than the seed R6 class (budget >= 20x and <= 1 us): %s\n",
+          fmt(open_ns), seed / open_ns,
+          if (seed / open_ns >= 20 && open_ns <= 1000) "met" else "MISSED"),
+  sep = ""
+)
