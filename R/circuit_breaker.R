@@ -1,4 +1,4 @@
-#' @include execute.R events.R
+#' @include execute.R async.R events.R
 NULL
 
 #' Circuit breakers
@@ -46,8 +46,15 @@ NULL
 #'
 #' @section Outcomes:
 #' An error in `request_func` is a failure, unless it inherits from one of the
-#' classes in `ignore`: then it propagates unchanged and counts nowhere. A
-#' returned value is a success, unless `failure_when(value)` is `TRUE`.
+#' classes in `ignore`, or is an HTTP error (httr2's `httr2_http_*`, httr's
+#' `http_*`) for a status not in `failure_statuses`: then it propagates
+#' unchanged and counts nowhere. A returned value is a success, unless it is an
+#' HTTP response (httr's `response`, httr2's `httr2_response`, the list from
+#' `curl::curl_fetch_memory()`) whose status is in `failure_statuses`, or
+#' `failure_when(value)` is `TRUE`. A failed value goes to the fallback as the
+#' `value` field of a `circuit_breaker_failed_value` condition
+#' (`circuit_breaker_http_failure` for a response, which also has `response`
+#' and `status`); without a fallback the value itself is returned.
 #'
 #' @param failure_threshold Consecutive failures that open the breaker: a whole
 #'   number of at least 1, or `Inf` to turn this rule off.
@@ -79,6 +86,16 @@ NULL
 #'   returns `TRUE` when the value counts as a failure.
 #' @param ignore `NULL` or a character vector of condition classes that count
 #'   neither as success nor as failure.
+#' @param timeout `NULL` or seconds: the longest an HTTP call made through
+#'   [breaker_perform()] or [breaker_fetch()] may take (set on the request or
+#'   handle unless it already has a timeout). A timed-out call is a failure.
+#' @param failure_statuses HTTP status codes that make a response (or an
+#'   httr2/httr HTTP error) a failure. Other statuses are successes (the
+#'   downstream answered); HTTP errors raised for them propagate and count
+#'   nowhere.
+#' @param respect_retry_after If `TRUE`, a 429 or 503 response with a
+#'   `Retry-After` header that opens the breaker keeps it open at least that
+#'   long, up to `max_recovery_timeout` (one hour when that is `NULL`).
 #' @param clock `NULL` (the monotonic system clock) or a clock from
 #'   [breaker_manual_clock()].
 #' @param name `NULL` or a single string naming the breaker in messages and
@@ -105,7 +122,9 @@ circuit_breaker <- function(failure_threshold = 5, recovery_timeout = 30,
                             half_open_max_calls = 1, half_open_max_wait = NULL,
                             backoff_multiplier = 1, max_recovery_timeout = NULL,
                             jitter = 0, ramp_up = 0, failure_when = NULL,
-                            ignore = NULL, clock = NULL, name = NULL) {
+                            ignore = NULL, timeout = NULL,
+                            failure_statuses = c(408L, 429L, 500:599),
+                            respect_retry_after = TRUE, clock = NULL, name = NULL) {
   args <- as.list(environment())
   do.call(CircuitBreaker$new, args)
 }
@@ -121,6 +140,9 @@ circuit_breaker <- function(failure_threshold = 5, recovery_timeout = 30,
 #'   unchanged (after being recorded). `fallback_func` takes no argument, or
 #'   one: the condition (the request's error, a `circuit_breaker_open`
 #'   condition, or a `circuit_breaker_failed_value` condition).
+#' * `$execute_async(request_func, fallback_func = NULL)`: the same for a
+#'   `request_func` that returns a promise (or a plain value); returns a
+#'   promise. See [breaker_perform_async()].
 #' * `$on_success()`, `$on_failure()`: record an outcome by hand, as in the
 #'   seed document (a success closes an open breaker).
 #' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:
@@ -149,10 +171,15 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
                           half_open_max_calls = 1, half_open_max_wait = NULL,
                           backoff_multiplier = 1, max_recovery_timeout = NULL,
                           jitter = 0, ramp_up = 0, failure_when = NULL,
-                          ignore = NULL, clock = NULL, name = NULL) {
+                          ignore = NULL, timeout = NULL,
+                          failure_statuses = c(408L, 429L, 500:599),
+                          respect_retry_after = TRUE, clock = NULL, name = NULL) {
       private$name_ <- check_name(name)
       private$failure_when <- check_failure_when(failure_when)
       private$ignore <- check_ignore(ignore)
+      private$timeout <- check_timeout(timeout)
+      private$failure_statuses <- check_failure_statuses(failure_statuses)
+      private$respect_retry_after <- check_flag(respect_retry_after, "respect_retry_after")
       core_args <- as.list(environment())[core_argument_names]
       core_args$seed <- if (is.numeric(jitter) && length(jitter) == 1L && isTRUE(jitter > 0)) {
         floor(stats::runif(1) * 2^52)
@@ -162,10 +189,12 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
       # `private`) also gets the pointer, for the hot path of execute().
       assign("ptr", private$ptr, envir = environment(self$execute))
       private$clock <- clock
+      if (!is.null(name)) registry_add(self)
       invisible(self)
     },
 
     execute = breaker_execute,
+    execute_async = breaker_execute_async,
 
     on_success = function() {
       cb_note(private$ptr, OUTCOME_SUCCESS)
@@ -199,22 +228,25 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
       if (length(changes) && (is.null(names(changes)) || any(!nzchar(names(changes))))) {
         abort_bad_argument("...", "named arguments", changes, call = rlang::current_call())
       }
-      allowed <- c(core_argument_names, "failure_when", "ignore")
+      allowed <- c(core_argument_names, names(r_argument_checks))
       unknown <- setdiff(names(changes), allowed)
       if (length(unknown)) {
         abort_bad_argument(unknown[[1]], paste("one of the breaker's arguments:", toString(allowed)),
           changes[[unknown[[1]]]], call = rlang::current_call())
       }
-      failure_when <- if ("failure_when" %in% names(changes)) check_failure_when(changes$failure_when) else private$failure_when
-      ignore <- if ("ignore" %in% names(changes)) check_ignore(changes$ignore) else private$ignore
+      # Check everything first, then apply: a rejected change changes nothing.
+      r_changes <- changes[intersect(names(changes), names(r_argument_checks))]
+      for (arg in names(r_changes)) {
+        value <- r_argument_checks[[arg]](changes[[arg]])
+        r_changes[arg] <- list(value)
+      }
       core_changes <- changes[intersect(names(changes), core_argument_names)]
       if (length(core_changes)) {
         args <- cb_arguments(private$ptr)
         args[names(core_changes)] <- core_changes
         cb_reconfigure(private$ptr, args)
       }
-      private$failure_when <- failure_when
-      private$ignore <- ignore
+      for (arg in names(r_changes)) private[[arg]] <- r_changes[[arg]]
       invisible(self)
     },
 
@@ -267,7 +299,9 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     config = function(value) {
       if (!missing(value)) abort_read_only("config", "Use `$configure()` to change it.")
       c(cb_effective_config(private$ptr),
-        list(failure_when = private$failure_when, ignore = private$ignore))
+        list(failure_when = private$failure_when, ignore = private$ignore, timeout = private$timeout,
+             failure_statuses = private$failure_statuses,
+             respect_retry_after = private$respect_retry_after))
     }
   ),
 
@@ -277,6 +311,9 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     name_ = NULL,
     failure_when = NULL,
     ignore = NULL,
+    timeout = NULL,
+    failure_statuses = NULL,
+    respect_retry_after = TRUE,
     listening = FALSE,
     listeners = list(),
     next_listener_id = 1L,
@@ -286,26 +323,45 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
       if (.Call(cb_release, private$ptr, permit)) private$emit_transitions()
     },
 
+    # Errors that count nowhere: the classes in `ignore`, and HTTP errors
+    # raised for a status that does not mean the downstream is unhealthy.
     is_ignored = function(cond) {
-      !is.null(private$ignore) && inherits(cond, private$ignore)
+      if (!is.null(private$ignore) && inherits(cond, private$ignore)) return(TRUE)
+      status <- http_error_status(cond)
+      !is.null(status) && !status %in% private$failure_statuses
     },
 
     record_error = function(permit, cond) {
       ignored <- private$is_ignored(cond)
       outcome <- if (ignored) OUTCOME_IGNORED else OUTCOME_FAILURE
-      if (.Call(cb_record, private$ptr, permit, outcome, -1)) {
+      open_for <- if (!ignored && inherits(cond, "httr2_http")) private$open_for(cond$resp) else -1
+      if (.Call(cb_record, private$ptr, permit, outcome, open_for)) {
         private$emit(if (ignored) "ignored" else "failure", condition = cond)
       }
     },
 
     # NULL when the value is a success, else a condition describing the
-    # failure (given to the fallback).
+    # failure (given to the fallback): an HTTP response with a failing status,
+    # or a value failure_when() rejects.
     classify_value = function(value) {
+      status <- response_status(value)
+      if (!is.null(status) && status %in% private$failure_statuses) {
+        return(http_failure_condition(value, status, private$name_, private$open_for(value)))
+      }
       fw <- private$failure_when
       if (!is.null(fw) && isTRUE(fw(value))) {
         return(failed_value_condition(value, private$name_))
       }
       NULL
+    },
+
+    # Seconds a 429 or 503 response asks callers to stay away (Retry-After),
+    # or -1 when it does not say or the breaker is told not to listen.
+    open_for = function(response) {
+      if (!private$respect_retry_after || is.null(response)) return(-1)
+      status <- response_status(response)
+      if (is.null(status) || !status %in% c(429L, 503L)) return(-1)
+      retry_after_seconds(response_header(response, "retry-after")) %||% -1
     },
 
     rejected = function(fallback_func) {
@@ -334,6 +390,15 @@ core_argument_names <- c(
   "window_type", "window_size", "minimum_calls", "slow_call_duration",
   "slow_call_rate_threshold", "half_open_max_calls", "half_open_max_wait",
   "backoff_multiplier", "max_recovery_timeout", "jitter", "ramp_up"
+)
+
+# R-side arguments (not the core's) and their checks, for configure().
+r_argument_checks <- list(
+  failure_when = function(x) check_failure_when(x),
+  ignore = function(x) check_ignore(x),
+  timeout = function(x) check_timeout(x),
+  failure_statuses = function(x) check_failure_statuses(x),
+  respect_retry_after = function(x) check_flag(x, "respect_retry_after")
 )
 
 check_name <- function(name, call = rlang::caller_env()) {

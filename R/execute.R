@@ -67,9 +67,9 @@ breaker_execute <- function(request_func, fallback_func = NULL) {
   if (!is.null(failure)) return(call_fallback(fallback_func, failure))
   if (settled) return(value)  # recovered through a restart after an error
 
-  # Classed values (an HTTP response, say) and users' failure_when() rules may
-  # turn a returned value into a failure.
-  failed <- if (is.object(value) || !is.null(private$failure_when)) {
+  # HTTP responses (classed, or the plain list curl::curl_fetch_memory()
+  # returns) and users' failure_when() rules may turn a value into a failure.
+  failed <- if (is.object(value) || is.list(value) || !is.null(private$failure_when)) {
     private$classify_value(value)
   }
   settled <- TRUE

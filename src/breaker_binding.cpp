@@ -146,7 +146,7 @@ SEXP cb_disable(SEXP ptr) {
 SEXP cb_reconfigure(SEXP ptr, SEXP config) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::Config c = cbr::config_from_list(config);
-  h.breaker.reconfigure(circuitbreaker::make_settings(c));
+  h.breaker.reconfigure(circuitbreaker::make_settings(c), h.now());
   SET_VECTOR_ELT(R_ExternalPtrProtected(ptr), 0, config);  // for rebuilding
   return R_NilValue;
 }

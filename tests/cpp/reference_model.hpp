@@ -145,7 +145,12 @@ class Model {
       closed_result(failed, slow, now, open_for);
       return;
     }
-    // A probe of the current generation: the state is HALF_OPEN.
+    // A probe of the current generation: the state is HALF_OPEN. One already
+    // settled (released, or recorded before) only counts as late.
+    if (probes_.count(p.lease) == 0) {
+      totals_.late += 1;
+      return;
+    }
     free_lease(p);
     if (failed) {
       failure_seen(now);
@@ -229,14 +234,15 @@ class Model {
     if (state_ != State::Disabled) transition(State::Disabled, now);
   }
 
-  void reconfigure(const Config& config) {
+  void reconfigure(const Config& config, Nanos now) {
     const Settings n = circuitbreaker::make_settings(config);
     const bool shape_changed = n.window_type != s_.window_type ||
                                n.window_calls != s_.window_calls ||
                                n.window_bucket != s_.window_bucket;
     const bool timing_changed = n.recovery_timeout != s_.recovery_timeout ||
                                 n.backoff_multiplier != s_.backoff_multiplier ||
-                                n.max_recovery_timeout != s_.max_recovery_timeout;
+                                n.max_recovery_timeout != s_.max_recovery_timeout ||
+                                n.max_open_hint != s_.max_open_hint;
     s_ = n;
     if (shape_changed) window_.clear();
     if (timing_changed) {
@@ -244,6 +250,7 @@ class Model {
                                 jitter_factor_, open_hint_);
     }
     if (s_.ramp_up == 0) ramping_ = false;
+    if (state_ == State::HalfOpen && probe_successes_ >= s_.half_open_max_calls) close(now);
   }
 
   // ---- observation --------------------------------------------------------
@@ -314,15 +321,17 @@ class Model {
   // The open duration formula D(k, f, h) of the specification.
   Nanos duration(std::uint64_t k, double f, Nanos h) const {
     double d = double(s_.recovery_timeout);
-    if (s_.backoff_multiplier != 1 && k > 1) {
+    if (d > 0 && s_.backoff_multiplier != 1 && k > 1) {
       d *= std::pow(s_.backoff_multiplier, double(k - 1));
     }
     const double cap = double(s_.max_recovery_timeout);
     if (d > cap) d = cap;
     d *= f;
     if (h >= 0) {
+      // The caller's hint is capped by max_recovery_timeout, or an hour.
       double hp = double(h);
-      if (hp > cap) hp = cap;
+      const double hint_cap = double(s_.max_open_hint);
+      if (hp > hint_cap) hp = hint_cap;
       if (hp > d) d = hp;
     }
     return static_cast<Nanos>(d + 0.5);

@@ -259,11 +259,6 @@ class ConfigGen {
         *c.minimum_calls > cb::effective_window_size(c)) {
       c.minimum_calls = cb::effective_window_size(c);
     }
-    // Keeps clear of a defect reported separately (test_breaker.cpp,
-    // "[defect]"): with a recovery_timeout of 0 ns, std::pow overflowing to
-    // Inf after many consecutive openings gives 0 * Inf = NaN, and the
-    // conversion of NaN to an integer is undefined.
-    if (cb::make_settings(c).recovery_timeout == 0) c.backoff_multiplier = 1;
     if (cb::validate(c)) {
       const cb::ConfigError e = cb::validate(c);
       std::fprintf(stderr, "generated an invalid configuration (%s must be %s): %s\n",
@@ -586,8 +581,8 @@ class Scenario {
       const Config next = rng_.chance(0.5) ? gen_.mutate(configs_.back()) : gen_.fresh();
       configs_.push_back(next);
       op.config = configs_.size() - 1;
-      breaker_->reconfigure(cb::make_settings(next));
-      model_->reconfigure(next);
+      breaker_->reconfigure(cb::make_settings(next), now_);
+      model_->reconfigure(next, now_);
     }
     op.now = now_;
 

@@ -40,6 +40,9 @@ valid <- list(
   ramp_up = function(x) is_seconds(x, TRUE),
   failure_when = null_or(is.function),
   ignore = null_or(function(x) is.character(x) && length(x) > 0 && !anyNA(x) && all(nzchar(x)) && !is.object(x)),
+  timeout = null_or(function(x) is_single_number(x) && is.finite(x) && x > 0 && x <= 1e6),
+  failure_statuses = function(x) is.numeric(x) && !is.object(x) && !anyNA(x) && all(x == floor(x)) && all(x >= 100 & x <= 599),
+  respect_retry_after = function(x) isTRUE(x) || isFALSE(x),
   clock = is.null,
   name = null_or(function(x) is.character(x) && length(x) == 1 && !is.na(x) && nzchar(x) && !is.object(x))
 )

@@ -131,7 +131,7 @@ struct Snapshot {
   WindowTotals window;
   double failure_rate = std::numeric_limits<double>::quiet_NaN();
   double slow_rate = std::numeric_limits<double>::quiet_NaN();
-  Nanos open_duration = 0;  // of the current (or, when not open, next) opening
+  Nanos open_duration = 0;  // of the current or, when not open, the last opening
   Nanos retry_after = 0;    // until the next probe may be admitted
   std::uint32_t probes_in_flight = 0;
   std::uint32_t probe_successes = 0;
@@ -212,7 +212,7 @@ class Breaker {
 
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
   // this failure opens the breaker, it stay open at least that long (a
-  // server's Retry-After), within max_recovery_timeout.
+  // server's Retry-After), within max_recovery_timeout (an hour if unset).
   void record(const Permit& p, Outcome outcome, Nanos now,
               Nanos open_for = -1) noexcept {
     SpinGuard guard(lock_);
@@ -234,9 +234,10 @@ class Breaker {
     }
     if (p.kind == PermitKind::Counted) {
       closed_result(failed, slow, now, open_for);
-    } else {
-      free_probe_slot(p);
+    } else if (free_probe_slot(p)) {
       probe_result(failed, slow, now, open_for);
+    } else {
+      ++st_.totals.late;  // settled before (released, or recorded twice)
     }
   }
 
@@ -316,8 +317,10 @@ class Breaker {
   }
 
   // Applies a new (validated) configuration, keeping the state. A window of a
-  // different shape starts empty; an open duration follows the new timeouts.
-  void reconfigure(const Settings& s) noexcept {
+  // different shape starts empty; an open duration follows the new timeouts;
+  // a half-open breaker whose probes already met a lowered
+  // half_open_max_calls closes (it would otherwise wait forever).
+  void reconfigure(const Settings& s, Nanos now) noexcept {
     SpinGuard guard(lock_);
     const bool window_changed = s.window_type != settings_.window_type ||
                                 s.window_calls != settings_.window_calls ||
@@ -325,7 +328,8 @@ class Breaker {
     const bool timing_changed =
         s.recovery_timeout != settings_.recovery_timeout ||
         s.backoff_multiplier != settings_.backoff_multiplier ||
-        s.max_recovery_timeout != settings_.max_recovery_timeout;
+        s.max_recovery_timeout != settings_.max_recovery_timeout ||
+        s.max_open_hint != settings_.max_open_hint;
     settings_ = s;
     if (window_changed) clear_window();
     if (timing_changed) {
@@ -334,6 +338,10 @@ class Breaker {
           st_.jitter_factor, st_.open_hint);
     }
     if (settings_.ramp_up == 0) st_.ramping = false;
+    if (st_.state == State::HalfOpen &&
+        st_.probe_successes >= settings_.half_open_max_calls) {
+      close(now);
+    }
   }
 
   Snapshot snapshot(Nanos now) const noexcept {
@@ -459,13 +467,16 @@ class Breaker {
   }
 
   // Frees the probe slot a permit of the current generation holds, if the
-  // lease is still the one the slot was given for (settling twice is a no-op).
-  void free_probe_slot(const Permit& p) noexcept {
-    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return;
+  // lease is still the one the slot was given for. Returns whether it did:
+  // a permit settled twice frees nothing the second time.
+  bool free_probe_slot(const Permit& p) noexcept {
+    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
     const std::uint32_t bit = std::uint32_t{1} << p.slot;
     if ((st_.probe_mask & bit) && st_.probe_lease[p.slot] == p.lease) {
       st_.probe_mask &= ~bit;
+      return true;
     }
+    return false;
   }
 
   // A probe not settled within half_open_max_wait counts as a failed probe,
@@ -564,13 +575,16 @@ class Breaker {
                           Nanos hint) const noexcept {
     const double cap = static_cast<double>(settings_.max_recovery_timeout);
     double d = static_cast<double>(settings_.recovery_timeout);
-    if (settings_.backoff_multiplier != 1 && opens > 1) {
+    // d > 0: backoff of a zero timeout stays zero (pow() may overflow to Inf,
+    // and 0 * Inf is NaN).
+    if (d > 0 && settings_.backoff_multiplier != 1 && opens > 1) {
       d *= std::pow(settings_.backoff_multiplier, static_cast<double>(opens - 1));
     }
     if (d > cap) d = cap;
     d *= jitter_factor;
     if (hint >= 0) {
-      const double h = static_cast<double>(hint) < cap ? static_cast<double>(hint) : cap;
+      const double hint_cap = static_cast<double>(settings_.max_open_hint);
+      const double h = static_cast<double>(hint) < hint_cap ? static_cast<double>(hint) : hint_cap;
       if (h > d) d = h;
     }
     return static_cast<Nanos>(d + 0.5);

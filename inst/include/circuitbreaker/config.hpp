@@ -26,6 +26,7 @@ inline constexpr std::uint32_t kMaxHalfOpenCalls = 32;  // one bit each in a mas
 inline constexpr double kDefaultCountWindow = 100;   // calls
 inline constexpr double kDefaultTimeWindow = 60;     // seconds
 inline constexpr double kDefaultMinimumCalls = 20;   // Hystrix's request volume
+inline constexpr double kDefaultMaxOpenHint = 3600;  // seconds
 
 // What the user asked for. Defaults reproduce the seed document's R6 class:
 // open after 5 consecutive failures, probe once more than 30 s have passed.
@@ -185,6 +186,7 @@ struct Settings {
 
   double backoff_multiplier;
   Nanos max_recovery_timeout;  // cap of the backed-off open duration
+  Nanos max_open_hint;         // cap of an opening asked for by the caller
   double jitter;
 
   Nanos ramp_up;  // 0: off
@@ -227,6 +229,11 @@ inline Settings make_settings(const Config& c) noexcept {
 
   s.backoff_multiplier = c.backoff_multiplier;
   s.max_recovery_timeout = seconds_to_nanos(c.max_recovery_timeout.value_or(kMaxSeconds));
+  // A server's Retry-After may keep the breaker open longer than its own
+  // policy, within max_recovery_timeout; without one, within an hour, so that
+  // a bogus header cannot keep it open for days.
+  s.max_open_hint = c.max_recovery_timeout ? s.max_recovery_timeout
+                                           : seconds_to_nanos(kDefaultMaxOpenHint);
   s.jitter = c.jitter;
   s.ramp_up = seconds_to_nanos(c.ramp_up);
   s.seed = c.seed;

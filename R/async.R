@@ -1,0 +1,129 @@
+# Asynchronous calls through a breaker: `$execute_async()` and the httr2 and
+# curl wrappers built on it.
+#
+# The permit is taken when the call starts and settled when the promise
+# settles. A promise that never settles holds a half-open probe slot until
+# half_open_max_wait expires it; in CLOSED a permit holds nothing, so an
+# abandoned promise costs nothing there. A result that arrives after the
+# breaker changed state only updates the counters (the core's generations).
+
+breaker_execute_async <- function(request_func, fallback_func = NULL) {
+  check_installed("promises", "$execute_async()")
+  permit <- .Call(cb_acquire, ptr, request_func, fallback_func)
+  if (is.null(permit) || is.integer(permit)) {
+    # Rejected: resolve at once with the fallback, or reject with the
+    # circuit_breaker_open condition.
+    return(promises::promise_resolve(NULL) |>
+      promises::then(function(value) private$rejected(fallback_func)))
+  }
+  if (private$listening) private$emit_transitions()
+
+  settle_failure <- function(cond) {
+    private$record_error(permit, cond)
+    if (is.null(fallback_func) || private$is_ignored(cond)) stop(cond)
+    call_fallback(fallback_func, cond)
+  }
+  settle_value <- function(value) {
+    failed <- private$classify_value(value)
+    if (is.null(failed)) {
+      if (.Call(cb_record, ptr, permit, OUTCOME_SUCCESS, -1)) private$emit("success", value = value)
+      return(value)
+    }
+    if (.Call(cb_record, ptr, permit, OUTCOME_FAILURE, failed$open_for %||% -1)) {
+      private$emit("failure", condition = failed)
+    }
+    if (is.null(fallback_func)) value else call_fallback(fallback_func, failed)
+  }
+
+  # The request may fail before it returns a promise: that is a failure too.
+  started <- tryCatch(list(value = request_func()), error = function(e) list(error = e))
+  if (!is.null(started$error)) {
+    return(promises::promise_resolve(NULL) |>
+      promises::then(function(value) settle_failure(started$error)))
+  }
+  promises::then(
+    promises::as.promise(if (promises::is.promising(started$value)) started$value
+                         else promises::promise_resolve(started$value)),
+    onFulfilled = settle_value,
+    onRejected = settle_failure
+  )
+}
+
+#' Asynchronous HTTP requests through a circuit breaker
+#'
+#' `breaker_perform_async()` performs an httr2 request with
+#' `httr2::req_perform_promise()` (httr2 1.0.0 or later) through a breaker;
+#' `breaker_fetch_async()` does the same for a URL with
+#' `curl::curl_fetch_multi()`, driven by the `later` event loop (the one
+#' Shiny and plumber run). Both return a promise of what the synchronous
+#' versions return; see [breaker_perform()]. Use them in async plumber
+#' endpoints and Shiny apps, or build your own with the breaker's
+#' `$execute_async(request_func, fallback_func)`, whose `request_func` returns
+#' a promise (or a plain value).
+#'
+#' In `HALF_OPEN`, only `half_open_max_calls` concurrent probes are sent; the
+#' other calls get the fallback at once.
+#'
+#' @inheritParams breaker_perform
+#' @return A promise.
+#' @examples
+#' \dontrun{
+#' breaker_fetch_async("http://127.0.0.1:8000/items", fallback = function() NULL) |>
+#'   promises::then(function(res) if (is.list(res)) res$status_code)
+#' }
+#' @export
+breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NULL) {
+  check_installed("httr2", "breaker_perform_async()")
+  if (!exists("req_perform_promise", envir = asNamespace("httr2"), inherits = FALSE)) {
+    cli::cli_abort(
+      c("{.fn breaker_perform_async} needs httr2 1.0.0 or later (this is httr2 {utils::packageVersion('httr2')}).",
+        i = "Use {.fn breaker_fetch_async}, or {.code $execute_async()} with your own promise."),
+      class = c("circuit_breaker_missing_package", "circuit_breaker_error")
+    )
+  }
+  req <- check_httr2_request(req)
+  check_breaker(breaker)
+  req <- without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout))
+  perform_promise <- get("req_perform_promise", envir = asNamespace("httr2"))
+  breaker$execute_async(function() perform_promise(req), fallback)
+}
+
+#' @rdname breaker_perform_async
+#' @param pool `NULL` (a new pool for this request) or a curl pool from
+#'   `curl::new_pool()`.
+#' @export
+breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), fallback = NULL,
+                                pool = NULL) {
+  check_installed("curl", "breaker_fetch_async()")
+  check_installed("later", "breaker_fetch_async()")
+  check_url(url)
+  check_breaker(breaker)
+  if (!is.null(pool) && !inherits(pool, "curl_multi")) {
+    abort_bad_argument("pool", "NULL or a curl pool from `curl::new_pool()`", pool)
+  }
+  handle <- handle_with_timeout(handle, breaker$config$timeout)
+  breaker$execute_async(function() curl_fetch_promise(url, handle, pool %||% curl::new_pool()), fallback)
+}
+
+# curl::curl_fetch_multi() as a promise, polled from the later event loop.
+curl_fetch_promise <- function(url, handle, pool) {
+  promises::promise(function(resolve, reject) {
+    settled <- FALSE
+    curl::curl_fetch_multi(url,
+      done = function(res) {
+        settled <<- TRUE
+        resolve(res)
+      },
+      fail = function(msg) {
+        settled <<- TRUE
+        reject(simpleError(msg))
+      },
+      handle = handle, pool = pool
+    )
+    poll <- function() {
+      curl::multi_run(timeout = 0, poll = TRUE, pool = pool)
+      if (!settled) later::later(poll, 0.005)
+    }
+    poll()
+  })
+}

@@ -1,0 +1,142 @@
+#' Breakers per downstream host, and the registry of named breakers
+#'
+#' Every breaker created with a `name` is registered. `breaker_for()` returns
+#' the breaker registered for a downstream host and port, creating it on first
+#' use, so that each dependency gets its own breaker: one failing service does
+#' not open the breaker of another.
+#'
+#' The registry holds at most `getOption("circuitbreaker.max_breakers", 1000)`
+#' breakers. When a new one would exceed that, the least recently used breaker
+#' in the `CLOSED` state is dropped; an open breaker is never dropped (it is
+#' protecting something), so the registry may briefly hold more.
+#'
+#' @param x A URL (`"https://api.example.com/v1/items"`), an httr2 request, or
+#'   a host name with an optional port (`"api.example.com:8443"`).
+#' @param ... Arguments for [circuit_breaker()] used when the breaker is
+#'   created (not when it already exists). They override
+#'   `getOption("circuitbreaker.defaults")`, a list of the same arguments.
+#' @return `breaker_for()` and `breaker_get()`: a [CircuitBreaker]
+#'   (`breaker_get()` returns `NULL` if there is none of that name).
+#'   `breaker_list()`: a data frame, one row per registered breaker, with the
+#'   columns of `$metrics()`. `breaker_remove()`: `TRUE` if a breaker was
+#'   removed, invisibly.
+#' @examples
+#' options(circuitbreaker.defaults = list(failure_threshold = 3, timeout = 5))
+#' api <- breaker_for("http://127.0.0.1:8000/items/1")
+#' api$name
+#' identical(api, breaker_for("http://127.0.0.1:8000/other"))
+#' breaker_list()[, c("name", "state", "calls")]
+#' breaker_remove("127.0.0.1:8000")
+#' options(circuitbreaker.defaults = NULL)
+#' @export
+breaker_for <- function(x, ...) {
+  key <- breaker_key(x)
+  found <- registry_get(key)
+  if (!is.null(found)) return(found)
+  args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), list(...))
+  args$name <- key
+  do.call(circuit_breaker, args)
+}
+
+#' @rdname breaker_for
+#' @param name The name of a registered breaker.
+#' @export
+breaker_get <- function(name) {
+  check_registry_name(name)
+  registry_get(name)
+}
+
+#' @rdname breaker_for
+#' @export
+breaker_list <- function() {
+  names <- sort(ls(registry$entries, all.names = TRUE))
+  rows <- lapply(names, function(n) as.data.frame(registry$entries[[n]]$breaker$metrics(),
+                                                   stringsAsFactors = FALSE))
+  if (length(rows) == 0L) {
+    return(as.data.frame(circuit_breaker(name = NULL)$metrics(), stringsAsFactors = FALSE)[0, ])
+  }
+  out <- do.call(rbind, rows)
+  rownames(out) <- NULL
+  out
+}
+
+#' @rdname breaker_for
+#' @export
+breaker_remove <- function(name) {
+  check_registry_name(name)
+  found <- exists(name, envir = registry$entries, inherits = FALSE)
+  if (found) rm(list = name, envir = registry$entries)
+  invisible(found)
+}
+
+registry <- new.env(parent = emptyenv())
+registry$entries <- new.env(parent = emptyenv(), hash = TRUE)
+registry$clock <- 0
+
+registry_touch <- function() {
+  registry$clock <- registry$clock + 1
+  registry$clock
+}
+
+registry_get <- function(name) {
+  entry <- registry$entries[[name]]
+  if (is.null(entry)) return(NULL)
+  entry$used <- registry_touch()
+  registry$entries[[name]] <- entry
+  entry$breaker
+}
+
+# Called by CircuitBreaker$new() for named breakers. A new breaker of the same
+# name replaces the old one (re-running a script should not pile them up).
+registry_add <- function(breaker) {
+  name <- breaker$name
+  if (!exists(name, envir = registry$entries, inherits = FALSE)) registry_make_room()
+  registry$entries[[name]] <- list(breaker = breaker, used = registry_touch())
+  invisible(breaker)
+}
+
+registry_make_room <- function() {
+  cap <- getOption("circuitbreaker.max_breakers", 1000)
+  names <- ls(registry$entries, all.names = TRUE)
+  if (length(names) < cap) return(invisible())
+  used <- vapply(names, function(n) registry$entries[[n]]$used, numeric(1))
+  for (n in names[order(used)]) {
+    if (identical(registry$entries[[n]]$breaker$state, "CLOSED")) {
+      rm(list = n, envir = registry$entries)
+      return(invisible())
+    }
+  }
+  invisible()  # every breaker is open or held open: keep them all
+}
+
+check_registry_name <- function(name, call = rlang::caller_env()) {
+  if (!is.character(name) || length(name) != 1L || is.na(name) || !nzchar(name)) {
+    abort_bad_argument("name", "a single non-empty string", name, call = call)
+  }
+}
+
+# "host:port" for a URL or an httr2 request; a host (with optional port) as
+# given, lower-cased.
+breaker_key <- function(x, call = rlang::caller_env()) {
+  if (inherits(x, "httr2_request")) x <- x$url
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
+    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+  }
+  if (!grepl("://", x, fixed = TRUE)) {
+    if (!grepl("^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?$", x)) {
+      abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+    }
+    return(tolower(x))
+  }
+  m <- regmatches(x, regexec("^([A-Za-z][A-Za-z0-9+.-]*)://(?:[^/@?#]*@)?(\\[[^]]+\\]|[^:/?#]+)(?::([0-9]+))?", x, perl = TRUE))[[1]]
+  if (length(m) == 0L) {
+    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+  }
+  scheme <- tolower(m[[2]])
+  host <- tolower(m[[3]])
+  port <- m[[4]]
+  if (!nzchar(port)) {
+    port <- switch(scheme, http = "80", https = "443", ws = "80", wss = "443", ftp = "21", "")
+  }
+  if (nzchar(port)) paste0(host, ":", port) else host
+}

@@ -1,0 +1,83 @@
+# Real HTTP servers on 127.0.0.1 for the network tests (no mocks of httr,
+# httr2 or curl). Each runs in a background R process and is stopped when the
+# test file ends.
+
+# A webfakes app with one endpoint per kind of answer a downstream can give.
+downstream_app <- function() {
+  app <- webfakes::new_app()
+  app$get("/ok", function(req, res) res$send_json(list(ok = TRUE), auto_unbox = TRUE))
+  app$get("/status/:code", function(req, res) {
+    code <- as.integer(req$params$code)
+    if (!is.null(req$query$retry_after)) res$set_header("Retry-After", req$query$retry_after)
+    res$set_status(code)$send_json(list(status = code), auto_unbox = TRUE)
+  })
+  app$get("/hang", function(req, res) {
+    Sys.sleep(if (is.null(req$query$seconds)) 2 else as.numeric(req$query$seconds))
+    res$send_json(list(late = TRUE), auto_unbox = TRUE)
+  })
+  # A counter the tests can read: how many requests reached the server.
+  app$locals$hits <- 0
+  app$get("/counted", function(req, res) {
+    app$locals$hits <- app$locals$hits + 1
+    res$send_json(list(hits = app$locals$hits), auto_unbox = TRUE)
+  })
+  app$get("/hits", function(req, res) res$send_json(list(hits = app$locals$hits), auto_unbox = TRUE))
+  app
+}
+
+# Starts the downstream for the calling test file; returns the process
+# (use $url("/ok")).
+local_downstream <- function(env = parent.frame()) {
+  skip_if_not_installed("webfakes")
+  webfakes::local_app_process(downstream_app(), .local_envir = env)
+}
+
+# A TCP server on 127.0.0.1 that accepts each connection and closes it
+# without answering (curl: "Empty reply from server").
+local_dropping_server <- function(env = parent.frame()) {
+  skip_if_not_installed("callr")
+  proc <- callr::r_bg(function() {
+    for (port in sample(20000:60000, 50)) {
+      server <- tryCatch(serverSocket(port), error = function(e) NULL)
+      if (!is.null(server)) break
+    }
+    cat(port, "\n", sep = "")
+    deadline <- Sys.time() + 120  # never outlives a test run
+    while (Sys.time() < deadline) {
+      con <- socketAccept(server, blocking = TRUE, open = "r+b", timeout = 5)
+      close(con)
+    }
+  }, stdout = "|", stderr = "|")
+  withr::defer(proc$kill(), envir = env)
+  port <- NULL
+  for (i in 1:100) {  # up to 10 s for the process to start
+    proc$poll_io(100)
+    line <- proc$read_output_lines()
+    if (length(line)) {
+      port <- as.integer(line[[1]])
+      break
+    }
+  }
+  if (is.null(port)) stop("the dropping server did not start")
+  paste0("http://127.0.0.1:", port)
+}
+
+# Runs the later event loop until `done()` is TRUE or `seconds` pass.
+pump_until <- function(done, seconds = 10) {
+  deadline <- Sys.time() + seconds
+  while (!done() && Sys.time() < deadline) later::run_now(0.01)
+  done()
+}
+
+# The value (or error) of a promise, pumping the event loop.
+promise_value <- function(p, seconds = 10) {
+  state <- new.env()
+  promises::then(p,
+    onFulfilled = function(value) state$value <- list(value),
+    onRejected = function(err) state$error <- err
+  )
+  pump_until(function() !is.null(state$value) || !is.null(state$error), seconds)
+  if (!is.null(state$error)) stop(state$error)
+  if (is.null(state$value)) stop("the promise did not settle within ", seconds, " s")
+  state$value[[1]]
+}
