@@ -1,0 +1,111 @@
+# execute_async() and the async wrappers, pumping later's event loop.
+
+test_that("execute_async() settles the permit when the promise settles", {
+  skip_if_not_installed("promises")
+  skip_if_not_installed("later")
+  cb <- circuit_breaker(failure_threshold = 2)
+  p <- cb$execute_async(function() promises::promise(function(resolve, reject) later::later(function() resolve("late ok"), 0.05)))
+  expect_s3_class(p, "promise")
+  expect_identical(cb$metrics()$calls, 0)  # not settled yet
+  expect_identical(promise_value(p), "late ok")
+  expect_identical(cb$metrics()$successes, 1)
+
+  failing <- function() promises::promise(function(resolve, reject) later::later(function() reject(simpleError("async down")), 0.01))
+  expect_identical(promise_value(cb$execute_async(failing, fallback)), "fallback")
+  expect_error(promise_value(cb$execute_async(failing)), "async down")
+  expect_identical(cb$state, "OPEN")
+  # Rejected at once: the fallback, or a circuit_breaker_open rejection.
+  expect_identical(promise_value(cb$execute_async(failing, function() "open fallback")), "open fallback")
+  expect_error(promise_value(cb$execute_async(failing)), class = "circuit_breaker_open")
+})
+
+test_that("execute_async() accepts plain values and synchronous errors", {
+  skip_if_not_installed("promises")
+  cb <- circuit_breaker(failure_threshold = 5)
+  expect_identical(promise_value(cb$execute_async(function() 42)), 42)
+  expect_identical(promise_value(cb$execute_async(function() stop("sync"), function(e) conditionMessage(e))), "sync")
+  expect_identical(cb$metrics()$failures, 1)
+  expect_error(cb$execute_async("nope"), class = "circuit_breaker_invalid_argument")
+})
+
+test_that("in HALF_OPEN exactly half_open_max_calls concurrent probes go through", {
+  skip_if_not_installed("curl")
+  skip_if_not_installed("later")
+  server <- local_downstream()
+  b <- manual_breaker(failure_threshold = 1, recovery_timeout = 1, half_open_max_calls = 2)
+  cb <- b$cb
+  breaker_fetch(server$url("/status/500"), breaker = cb, fallback = fallback)
+  expect_identical(cb$state, "OPEN")
+  b$clock$advance(2)
+  hits_before <- jsonlite::fromJSON(rawToChar(curl::curl_fetch_memory(server$url("/hits"))$content))$hits
+  promises <- lapply(1:5, function(i) breaker_fetch_async(server$url("/counted"), breaker = cb, fallback = function() "fallback"))
+  values <- lapply(promises, promise_value)
+  reached <- vapply(values, is.list, logical(1))
+  expect_identical(sum(reached), 2L)
+  expect_identical(sum(vapply(values, identical, logical(1), "fallback")), 3L)
+  hits_after <- jsonlite::fromJSON(rawToChar(curl::curl_fetch_memory(server$url("/hits"))$content))$hits
+  expect_identical(hits_after - hits_before, 2L)  # counted by the server itself
+  expect_identical(cb$state, "CLOSED")
+})
+
+test_that("a promise that never settles is covered by half_open_max_wait", {
+  skip_if_not_installed("promises")
+  b <- manual_breaker(failure_threshold = 1, recovery_timeout = 1, half_open_max_wait = 5)
+  cb <- b$cb
+  cb$execute(fail, fallback)
+  b$clock$advance(2)
+  settle <- NULL
+  p <- cb$execute_async(function() promises::promise(function(resolve, reject) settle <<- resolve))
+  expect_identical(cb$metrics()$probes_in_flight, 1)
+  expect_identical(promise_value(cb$execute_async(function() "x", fallback)), "fallback")  # slot taken
+  b$clock$advance(6)
+  expect_identical(promise_value(cb$execute_async(function() "x", fallback)), "fallback")  # expired: open
+  expect_identical(cb$metrics()$expired_probes, 1)
+  b$clock$advance(30)  # long after: the lost probe finally answers
+  settle("very late")
+  expect_identical(promise_value(p), "very late")
+  expect_identical(cb$metrics()$late, 1)
+  expect_identical(cb$state, "OPEN")  # a late result does not move the state
+})
+
+test_that("breaker_fetch_async() classifies curl responses", {
+  skip_if_not_installed("curl")
+  skip_if_not_installed("later")
+  server <- local_downstream()
+  cb <- circuit_breaker(failure_threshold = 1, timeout = 0.3)
+  res <- promise_value(breaker_fetch_async(server$url("/ok"), breaker = cb))
+  expect_identical(res$status_code, 200L)
+  cond <- promise_value(breaker_fetch_async(server$url("/hang?seconds=1"), breaker = cb, fallback = function(e) e))
+  expect_s3_class(cond, "error")
+  expect_identical(cb$state, "OPEN")
+})
+
+test_that("execute_async() works with future_promise()", {
+  skip_if_not_installed("future")
+  skip_if_not_installed("promises")
+  skip_on_cran()
+  old <- future::plan(future::multisession, workers = 1)
+  on.exit(future::plan(old), add = TRUE)
+  cb <- circuit_breaker(failure_threshold = 1)
+  value <- promise_value(cb$execute_async(function() promises::future_promise(Sys.getpid())), seconds = 30)
+  expect_true(is.numeric(value) && value != Sys.getpid())
+  msg <- promise_value(cb$execute_async(function() promises::future_promise(stop("in a worker")),
+                                        function(e) conditionMessage(e)), seconds = 30)
+  expect_match(msg, "in a worker")
+  expect_identical(cb$state, "OPEN")
+})
+
+test_that("breaker_perform_async() uses req_perform_promise() where httr2 has it", {
+  skip_if_not_installed("httr2")
+  if (!exists("req_perform_promise", envir = asNamespace("httr2"))) {
+    expect_error(breaker_perform_async(httr2::request("http://127.0.0.1:1/")), class = "circuit_breaker_missing_package")
+    skip(paste("httr2", utils::packageVersion("httr2"), "has no req_perform_promise() (added in httr2 1.0.0)"))
+  }
+  server <- local_downstream()
+  cb <- circuit_breaker(failure_threshold = 1)
+  resp <- promise_value(breaker_perform_async(httr2::request(server$url("/ok")), cb))
+  expect_identical(httr2::resp_status(resp), 200L)
+  cond <- promise_value(breaker_perform_async(httr2::request(server$url("/status/503")), cb, function(e) e))
+  expect_s3_class(cond, "httr2_http_503")
+  expect_identical(cb$state, "OPEN")
+})
