@@ -84,7 +84,7 @@ test_that("execute_async() works with future_promise()", {
   skip_if_not_installed("future")
   skip_if_not_installed("promises")
   skip_on_cran()
-  old <- future::plan(future::multisession, workers = 1)
+  old <- future::plan(future::multisession, workers = 2)  # 1 would run sequentially
   on.exit(future::plan(old), add = TRUE)
   cb <- circuit_breaker(failure_threshold = 1)
   value <- promise_value(cb$execute_async(function() promises::future_promise(Sys.getpid())), seconds = 30)
