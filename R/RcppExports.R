@@ -53,6 +53,10 @@ cb_is_live <- function(ptr) {
     .Call(`_circuitbreaker_cb_is_live`, ptr)
 }
 
+cb_history <- function(ptr) {
+    .Call(`_circuitbreaker_cb_history`, ptr)
+}
+
 cb_clock_create <- function(start) {
     .Call(`_circuitbreaker_cb_clock_create`, start)
 }

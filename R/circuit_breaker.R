@@ -151,6 +151,10 @@ circuit_breaker <- function(failure_threshold = 5, recovery_timeout = 30,
 #' * `$configure(...)`: change arguments (same names as above except `clock`
 #'   and `name`); the state is kept.
 #' * `$metrics()`: a named list: state, counts, rates, timings.
+#' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
+#'   `seconds_ago`, `from`, `to`). `$history()`: calls, failures, slow calls
+#'   and rejections in 5-second buckets over the last five minutes. See
+#'   [plot.CircuitBreaker()].
 #' * `$on(event, callback)`, `$off(id)`: listeners, see [breaker_events].
 #'
 #' Fields: `state`, `failure_count`, `last_failure_time` (`POSIXct`, or `NULL`
@@ -252,6 +256,19 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
 
     metrics = function() {
       c(list(name = private$name_ %||% NA_character_), cb_snapshot(private$ptr))
+    },
+
+    transitions = function() {
+      tr <- cb_transitions(private$ptr, 0)
+      data.frame(seq = tr$seq, seconds_ago = tr$seconds_ago, from = tr$from, to = tr$to,
+                 stringsAsFactors = FALSE)
+    },
+
+    history = function() {
+      h <- cb_history(private$ptr)
+      data.frame(seconds_ago = h$seconds_ago, calls = h$calls, failures = h$failures,
+                 slow_calls = h$slow_calls, rejected = h$rejected,
+                 bucket_seconds = rep(h$bucket_seconds, length(h$calls)))
     },
 
     on = function(event, callback) breaker_on(self, private, event, callback),

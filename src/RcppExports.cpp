@@ -145,6 +145,16 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_history
+SEXP cb_history(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_history(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_history(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_clock_create
 SEXP cb_clock_create(SEXP start);
 RcppExport SEXP _circuitbreaker_cb_clock_create(SEXP startSEXP) {
@@ -195,6 +205,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_snapshot", (DL_FUNC) &_circuitbreaker_cb_snapshot, 1},
     {"_circuitbreaker_cb_transitions", (DL_FUNC) &_circuitbreaker_cb_transitions, 2},
     {"_circuitbreaker_cb_is_live", (DL_FUNC) &_circuitbreaker_cb_is_live, 1},
+    {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},

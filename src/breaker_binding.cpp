@@ -256,3 +256,26 @@ SEXP cb_transitions(SEXP ptr, SEXP after) {
 bool cb_is_live(SEXP ptr) {
   return TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrAddr(ptr) != nullptr;
 }
+
+// Recent activity in buckets of kHistoryBucketWidth, oldest first, as a list
+// of columns; `seconds_ago` is when each bucket started, on the breaker's clock.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_history(SEXP ptr) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  circuitbreaker::ActivityBucket buf[circuitbreaker::kHistoryBuckets];
+  const Nanos now = h.now();
+  const std::size_t n = h.breaker.history(now, buf);
+  Rcpp::NumericVector ago(n), calls(n), failures(n), slow(n), rejected(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ago[i] = seconds(now - buf[i].index * circuitbreaker::kHistoryBucketWidth);
+    calls[i] = buf[i].calls;
+    failures[i] = buf[i].failures;
+    slow[i] = buf[i].slow;
+    rejected[i] = buf[i].rejected;
+  }
+  return Rcpp::List::create(
+      Rcpp::Named("seconds_ago") = ago, Rcpp::Named("calls") = calls,
+      Rcpp::Named("failures") = failures, Rcpp::Named("slow_calls") = slow,
+      Rcpp::Named("rejected") = rejected,
+      Rcpp::Named("bucket_seconds") = seconds(circuitbreaker::kHistoryBucketWidth));
+}

@@ -31,6 +31,7 @@
 #include <limits>
 
 #include "config.hpp"
+#include "history.hpp"
 #include "random.hpp"
 #include "spinlock.hpp"
 #include "types.hpp"
@@ -173,6 +174,7 @@ struct BreakerState {
   CountWindow count_window;
   TimeWindow time_window;
   TransitionLog log;
+  ActivityHistory history;
 };
 
 class Breaker {
@@ -192,22 +194,22 @@ class Breaker {
     expire_probes(now);
     switch (st_.state) {
       case State::Closed:
-        if (st_.ramping && !ramp_admits(now)) return reject(Rejection::RampUp, 0);
+        if (st_.ramping && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
         return grant(PermitKind::Counted, now);
       case State::Open:
         if (now - st_.opened_at > st_.open_duration) {
           transition(State::HalfOpen, now);
           return take_probe(now);
         }
-        return reject(Rejection::Open, st_.opened_at + st_.open_duration - now);
+        return reject(Rejection::Open, st_.opened_at + st_.open_duration - now, now);
       case State::HalfOpen:
         return take_probe(now);
       case State::ForcedOpen:
-        return reject(Rejection::ForcedOpen, kNever);
+        return reject(Rejection::ForcedOpen, kNever, now);
       case State::Disabled:
         return grant(PermitKind::PassThrough, now);
     }
-    return reject(Rejection::Open, 0);  // unreachable
+    return reject(Rejection::Open, 0, now);  // unreachable
   }
 
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
@@ -227,7 +229,7 @@ class Breaker {
     const bool failed = outcome == Outcome::Failure;
     const bool slow = settings_.slow_tracking &&
                       now - p.started_at > settings_.slow_call_duration;
-    count_result(failed, slow);
+    count_result(failed, slow, now);
     if (!current) {
       ++st_.totals.late;
       return;
@@ -263,7 +265,7 @@ class Breaker {
       return;
     }
     const bool failed = outcome == Outcome::Failure;
-    count_result(failed, false);
+    count_result(failed, false, now);
     switch (st_.state) {
       case State::Closed:
         closed_result(failed, false, now, -1);
@@ -397,6 +399,12 @@ class Breaker {
     return st_.log.since(after, out, max);
   }
 
+  // Activity in the last kHistoryBuckets buckets; `out` holds that many.
+  std::size_t history(Nanos now, ActivityBucket* out) const noexcept {
+    SpinGuard guard(lock_);
+    return st_.history.recent(now, out);
+  }
+
   // The failure rate (or slow rate) test shared by the state machine and its
   // tests: division keeps 3 failures in 10 calls >= 0.3 true.
   static bool rate_reached(std::uint64_t count, std::uint64_t calls,
@@ -428,8 +436,9 @@ class Breaker {
     return a;
   }
 
-  Admission reject(Rejection why, Nanos retry_after) noexcept {
+  Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
     ++st_.totals.rejected;
+    st_.history.add_rejection(now);
     Admission a;
     a.rejection = why;
     a.retry_after = retry_after > 0 ? retry_after : 0;
@@ -455,7 +464,7 @@ class Breaker {
   }
 
   Admission take_probe(Nanos now) noexcept {
-    if (probes_full()) return reject(Rejection::HalfOpenFull, probe_retry_after(now));
+    if (probes_full()) return reject(Rejection::HalfOpenFull, probe_retry_after(now), now);
     const std::uint32_t slot = lowest_clear_bit(st_.probe_mask);
     st_.probe_mask |= std::uint32_t{1} << slot;
     st_.probe_lease[slot] = ++st_.lease_serial;
@@ -514,7 +523,8 @@ class Breaker {
     return false;
   }
 
-  void count_result(bool failed, bool slow) noexcept {
+  void count_result(bool failed, bool slow, Nanos now) noexcept {
+    st_.history.add_result(now, failed, slow);
     ++st_.totals.calls;
     if (failed) ++st_.totals.failures; else ++st_.totals.successes;
     if (slow) ++st_.totals.slow;

@@ -21,6 +21,7 @@
 #include "clock.hpp"
 #include "config.hpp"
 #include "window.hpp"
+#include "history.hpp"
 #include "breaker.hpp"
 
 #endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP
