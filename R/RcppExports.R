@@ -57,6 +57,14 @@ cb_history <- function(ptr) {
     .Call(`_circuitbreaker_cb_history`, ptr)
 }
 
+cb_handle_size <- function() {
+    .Call(`_circuitbreaker_cb_handle_size`)
+}
+
+cb_rejection <- function(ptr) {
+    .Call(`_circuitbreaker_cb_rejection`, ptr)
+}
+
 cb_clock_create <- function(start) {
     .Call(`_circuitbreaker_cb_clock_create`, start)
 }

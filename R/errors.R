@@ -69,7 +69,7 @@ open_condition <- function(name, state, retry_after) {
   when <- if (is.infinite(retry_after)) {
     "it was forced open; call `$reset()` to close it"
   } else {
-    paste0("the next probe is allowed in ", format(signif(retry_after, 3)), " s")
+    paste0("the next probe is allowed in ", sprintf("%.3g", retry_after), " s")
   }
   structure(
     class = c("circuit_breaker_open", "error", "condition"),

@@ -56,11 +56,12 @@ breaker_execute <- function(request_func, fallback_func = NULL) {
 
   failure <- NULL
   value <- run_guarded(request_func, function(cond) {
+    ignored <- private$is_ignored(cond)
     if (!settled) {
       settled <<- TRUE
-      private$record_error(permit, cond)
+      private$record_error(permit, cond, ignored)
     }
-    if (is.null(fallback_func) || private$is_ignored(cond)) return(FALSE)
+    if (is.null(fallback_func) || ignored) return(FALSE)
     failure <<- cond
     TRUE
   })

@@ -52,6 +52,8 @@ retry_after_seconds <- function(value, now = Sys.time()) {
 
 # The status of an HTTP error condition (httr2_http_*, httr's http_*), or NULL.
 http_error_status <- function(cond) {
+  # Cheap test first: this runs for every failed call.
+  if (!inherits(cond, c("httr2_http", "http_error"))) return(NULL)
   if (inherits(cond, "httr2_http")) {
     status <- cond$resp$status_code
     if (is.numeric(status)) return(as.integer(status))

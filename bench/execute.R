@@ -24,12 +24,30 @@ for (i in 1:5) {
 }
 stopifnot(open$state == "OPEN", seed_open$state == "OPEN")
 seed_closed <- SeedBreaker$new()
+closed_fail <- circuit_breaker(failure_threshold = Inf)
 execute_closed <- closed$execute  # bound methods, fetched once
 execute_open <- open$execute
 # The floor for any method call on an R6 object: `$` on an object with a
 # class attribute goes through S3 dispatch before the method even starts.
 Floor <- R6::R6Class("Floor", public = list(call = function(request_func, fallback_func) fallback_func()))
 floor_object <- Floor$new()
+
+# HALF_OPEN: a breaker on a manual clock is opened by hand, time moves past
+# the recovery timeout, and the next call is the probe that closes it. The
+# cycle without the probe (on_failure() + advance + reset()) is measured too.
+clock <- breaker_manual_clock()
+probing <- circuit_breaker(failure_threshold = 1, recovery_timeout = 1, clock = clock)
+probe_cycle <- function() {
+  probing$on_failure()
+  clock$advance(1.5)
+  probing$execute(f, fb)
+}
+reset_cycle <- function() {
+  probing$on_failure()
+  clock$advance(1.5)
+  probing$reset()
+}
+open_no_fallback <- function() tryCatch(open$execute(f), circuit_breaker_open = function(e) NULL)
 
 results <- bench::mark(
   `tryCatch(f(), error = function(e) fb())` = tryCatch(f(), error = function(e) fb()),
@@ -40,6 +58,11 @@ results <- bench::mark(
   `CLOSED: execute <- cb$execute; execute(f, fb)` = execute_closed(f, fb),
   `OPEN: execute <- cb$execute; execute(f, fb)` = execute_open(f, fb),
   `R6 floor: obj$call(f, fb) that only calls fb()` = floor_object$call(f, fb),
+  `OPEN without fallback: tryCatch(cb$execute(f), circuit_breaker_open = )` = open_no_fallback(),
+  `HALF_OPEN: on_failure() + advance + probe cb$execute(f, fb)` = probe_cycle(),
+  `HALF_OPEN baseline: on_failure() + advance + reset()` = reset_cycle(),
+  `CLOSED failure: cb$execute(failing, fb) (a stop() caught)` = closed_fail$execute(failing, fb),
+  `tryCatch(failing(), error = function(e) fb())` = tryCatch(failing(), error = function(e) fb()),
   iterations = iterations, check = FALSE, filter_gc = TRUE
 )
 

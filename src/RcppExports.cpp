@@ -155,6 +155,25 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_handle_size
+int cb_handle_size();
+RcppExport SEXP _circuitbreaker_cb_handle_size() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_handle_size());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_rejection
+SEXP cb_rejection(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_rejection(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_rejection(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_clock_create
 SEXP cb_clock_create(SEXP start);
 RcppExport SEXP _circuitbreaker_cb_clock_create(SEXP startSEXP) {
@@ -206,6 +225,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_transitions", (DL_FUNC) &_circuitbreaker_cb_transitions, 2},
     {"_circuitbreaker_cb_is_live", (DL_FUNC) &_circuitbreaker_cb_is_live, 1},
     {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},
+    {"_circuitbreaker_cb_handle_size", (DL_FUNC) &_circuitbreaker_cb_handle_size, 0},
+    {"_circuitbreaker_cb_rejection", (DL_FUNC) &_circuitbreaker_cb_rejection, 1},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},

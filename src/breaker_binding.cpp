@@ -279,3 +279,22 @@ SEXP cb_history(SEXP ptr) {
       Rcpp::Named("rejected") = rejected,
       Rcpp::Named("bucket_seconds") = seconds(circuitbreaker::kHistoryBucketWidth));
 }
+
+// Bytes of C++ memory one breaker's handle takes (for bench/scale.R).
+// [[Rcpp::export(rng = false)]]
+int cb_handle_size() {
+  return static_cast<int>(sizeof(BreakerHandle));
+}
+
+// What a rejected caller is told: the state and the seconds until the next
+// probe (Inf when forced open). Cheaper than a full snapshot.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_rejection(SEXP ptr) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  const circuitbreaker::Snapshot s = h.breaker.snapshot(h.now());
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(out, 0, Rf_mkString(circuitbreaker::state_name(s.state)));
+  SET_VECTOR_ELT(out, 1, Rf_ScalarReal(seconds(s.retry_after)));
+  UNPROTECT(1);
+  return out;
+}

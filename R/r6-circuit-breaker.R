@@ -1,5 +1,6 @@
-#' @include execute.R async.R events.R
-NULL
+# The CircuitBreaker R6 class and circuit_breaker(). This file's name sorts
+# after execute.R, async.R and events.R, whose functions become the class's
+# methods when R6Class() runs at install time.
 
 #' Circuit breakers
 #'
@@ -348,8 +349,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
       !is.null(status) && !status %in% private$failure_statuses
     },
 
-    record_error = function(permit, cond) {
-      ignored <- private$is_ignored(cond)
+    record_error = function(permit, cond, ignored = private$is_ignored(cond)) {
       outcome <- if (ignored) OUTCOME_IGNORED else OUTCOME_FAILURE
       open_for <- if (!ignored && inherits(cond, "httr2_http")) private$open_for(cond$resp) else -1
       if (.Call(cb_record, private$ptr, permit, outcome, open_for)) {
@@ -384,13 +384,13 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     rejected = function(fallback_func) {
       if (private$listening) {
         private$emit_transitions()
-        private$emit("rejected", retry_after = cb_snapshot(private$ptr)$seconds_until_probe)
+        private$emit("rejected", retry_after = cb_rejection(private$ptr)[[2]])
       }
       if (!is.null(fallback_func) && length(formals(fallback_func)) == 0L) {
         return(fallback_func())
       }
-      snap <- cb_snapshot(private$ptr)
-      cond <- open_condition(private$name_, snap$state, snap$seconds_until_probe)
+      why <- cb_rejection(private$ptr)
+      cond <- open_condition(private$name_, why[[1]], why[[2]])
       if (is.null(fallback_func)) stop(cond)
       fallback_func(cond)
     },

@@ -1,0 +1,70 @@
+# Many breakers: creation, lookup and memory, and memory over many calls.
+#
+#   Rscript bench/scale.R        (from the repository root)
+#
+# 10,000 per-host breakers through breaker_for() (each with a 100-call count
+# window and the failure-rate rule), then 1,000,000 calls on one breaker.
+suppressPackageStartupMessages(library(circuitbreaker))
+
+rss_bytes <- function() {
+  status <- readLines("/proc/self/status")
+  as.numeric(sub("[^0-9]*([0-9]+).*", "\\1", grep("^VmRSS", status, value = TRUE))) * 1024
+}
+settle <- function() invisible(replicate(3, gc(full = TRUE)))
+
+n <- as.integer(Sys.getenv("CB_BENCH_BREAKERS", "10000"))
+options(circuitbreaker.max_breakers = n + 10,
+        circuitbreaker.defaults = list(failure_rate_threshold = 0.5, window_size = 100))
+urls <- sprintf("http://host-%05d.internal:8080/api/items", seq_len(n))
+
+settle()
+rss0 <- rss_bytes()
+created <- system.time(for (u in urls) breaker_for(u))[["elapsed"]]
+settle()
+rss1 <- rss_bytes()
+per_breaker <- (rss1 - rss0) / n
+
+lookup <- bench::mark(
+  `breaker_for(url), existing` = breaker_for(urls[[n %/% 2]]),
+  `breaker_get(name)` = breaker_get("host-05000.internal:8080"),
+  iterations = 20000, check = FALSE
+)
+
+# Where a breaker's memory goes: the C++ handle, and the R6 wrapper.
+handle_bytes <- circuitbreaker:::cb_handle_size()
+settle()
+rss2 <- rss_bytes()
+wrappers <- lapply(seq_len(n), function(i) circuit_breaker())
+settle()
+per_wrapper_and_handle <- (rss_bytes() - rss2) / n
+rm(wrappers)
+
+# Memory over 1,000,000 calls on one breaker: constant (fixed-size state).
+cb <- breaker_for(urls[[1]])
+f <- function() 1
+fail <- function() stop("x")
+fb <- function() 2
+calls <- as.integer(Sys.getenv("CB_BENCH_CALLS", "1000000"))
+settle()
+rss3 <- rss_bytes()
+for (i in seq_len(calls %/% 2)) cb$execute(f, fb)
+settle()
+rss4 <- rss_bytes()
+for (i in seq_len(calls %/% 2)) cb$execute(if (i %% 3 == 0) fail else f, fb)
+settle()
+rss5 <- rss_bytes()
+
+med <- function(i) format(lookup$median[i])
+cat(sprintf("R %s, circuitbreaker %s, %s, %d breakers\n\n", getRversion(), packageVersion("circuitbreaker"),
+            format(Sys.Date()), n))
+cat("| measure | value |\n|---|---|\n")
+cat(sprintf("| create %d breakers with breaker_for() | %.2f s (%.0f us each) |\n", n, created, created / n * 1e6))
+cat(sprintf("| breaker_for(url) on an existing breaker, median | %s |\n", med(1)))
+cat(sprintf("| breaker_get(name), median | %s |\n", med(2)))
+cat(sprintf("| RSS per registered breaker | %.0f bytes |\n", per_breaker))
+cat(sprintf("| RSS per unregistered circuit_breaker() | %.0f bytes |\n", per_wrapper_and_handle))
+cat(sprintf("| of which the C++ handle (sizeof) | %d bytes |\n", handle_bytes))
+cat(sprintf("| RSS change over the first %d calls | %+.0f KB |\n", calls %/% 2, (rss4 - rss3) / 1024))
+cat(sprintf("| RSS change over the next %d calls (1/3 failing) | %+.0f KB |\n", calls %/% 2, (rss5 - rss4) / 1024))
+cat(sprintf("| metrics after the calls | %s calls, %s failures, state %s |\n",
+            format(cb$metrics()$calls, big.mark = ","), format(cb$metrics()$failures, big.mark = ","), cb$state))
