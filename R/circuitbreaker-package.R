@@ -17,5 +17,10 @@
 ## usethis namespace: start
 #' @useDynLib circuitbreaker, .registration = TRUE
 #' @importFrom Rcpp evalCpp
+#' @importFrom R6 R6Class
 ## usethis namespace: end
 NULL
+
+# `ptr`, `private` and `self` are found in the enclosing environment R6 gives
+# each method (see R/execute.R and R/async.R, whose functions become methods).
+utils::globalVariables(c("ptr", "private", "self"))
