@@ -9,12 +9,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# R packages: needed to build (Rcpp, R6, cli, rlang), to test (testthat,
-# callr, webfakes, httr, httr2, curl, promises, later) and to benchmark (bench).
-r_packages=(Rcpp R6 cli rlang testthat callr webfakes httr httr2 curl promises later bench)
+# R packages: needed to build (Rcpp, R6, cli, rlang), to test and check
+# (testthat, withr, callr, webfakes, httr, httr2, curl, promises, later,
+# future, jsonlite, httpuv, plumber, shiny, knitr, rmarkdown) and to benchmark
+# (bench).
+r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl promises later
+            future jsonlite httpuv plumber shiny knitr rmarkdown bench)
 # Other tools: a C++17 compiler and make for the package and the C++ tests,
-# Catch2 (v2, single header) for the C++ tests.
-system_packages=(g++ make catch2)
+# Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
+# promtool (in Debian's prometheus) to validate the metrics endpoint, and
+# Chromium for the one real-browser test of the Shiny app.
+system_packages=(g++ make catch2 pandoc prometheus chromium)
+system_commands=(g++ make pandoc promtool chromium)
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi
@@ -27,8 +33,7 @@ missing_r_packages() {
 missing=$(missing_r_packages "${r_packages[@]}")
 need_system=0
 [ -f /usr/include/catch2/catch.hpp ] || need_system=1
-command -v g++ >/dev/null || need_system=1
-command -v make >/dev/null || need_system=1
+for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
 if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
   debs=("${system_packages[@]}")
