@@ -22,8 +22,7 @@ plot.CircuitBreaker <- function(x, ...) {
   history <- x$history()
   tr <- x$transitions()
   window <- 300
-  state_colours <- c(CLOSED = "#2e7d32", OPEN = "#c62828", HALF_OPEN = "#f9a825",
-                     FORCED_OPEN = "#6a1b9a", DISABLED = "#757575")
+  state_colours <- breaker_state_colours()
 
   old <- graphics::par(mfrow = c(2, 1), mar = c(2.5, 4.5, 2, 1), oma = c(1.5, 0, 0, 0))
   on.exit(graphics::par(old))

@@ -100,6 +100,13 @@ registry_get <- function(name) {
   entry$breaker
 }
 
+# A registered breaker without marking it as used: for dashboards and
+# exporters that read every breaker on a schedule.
+registry_peek <- function(name) {
+  entry <- registry$entries[[name]]
+  if (is.null(entry)) NULL else entry$breaker
+}
+
 # Called by CircuitBreaker$new() for named breakers. A new breaker of the same
 # name replaces the old one (re-running a script should not pile them up).
 registry_add <- function(breaker) {
