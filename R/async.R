@@ -83,6 +83,7 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
   }
   req <- check_httr2_request(req)
   check_breaker(breaker)
+  check_fallback(fallback)
   req <- without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout))
   perform_promise <- get("req_perform_promise", envir = asNamespace("httr2"))
   breaker$execute_async(function() perform_promise(req), fallback)
@@ -98,6 +99,7 @@ breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), 
   check_installed("later", "breaker_fetch_async()")
   check_url(url)
   check_breaker(breaker)
+  check_fallback(fallback)
   if (!is.null(pool) && !inherits(pool, "curl_multi")) {
     abort_bad_argument("pool", "NULL or a curl pool from `curl::new_pool()`", pool)
   }

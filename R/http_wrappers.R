@@ -42,6 +42,7 @@ breaker_perform <- function(req, breaker = breaker_for(req), fallback = NULL) {
   check_installed("httr2", "breaker_perform()")
   req <- check_httr2_request(req)
   check_breaker(breaker)
+  check_fallback(fallback)
   req <- without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout))
   breaker$execute(function() httr2::req_perform(req), fallback)
 }
@@ -71,6 +72,7 @@ breaker_fetch <- function(url, handle = NULL, breaker = breaker_for(url), fallba
   check_installed("curl", "breaker_fetch()")
   check_url(url)
   check_breaker(breaker)
+  check_fallback(fallback)
   handle <- handle_with_timeout(handle, breaker$config$timeout)
   breaker$execute(function() curl::curl_fetch_memory(url, handle = handle), fallback)
 }
@@ -109,6 +111,12 @@ check_httr2_request <- function(req, call = rlang::caller_env()) {
 check_url <- function(url, call = rlang::caller_env()) {
   if (!is.character(url) || length(url) != 1L || is.na(url) || !grepl("^[A-Za-z][A-Za-z0-9+.-]*://", url)) {
     abort_bad_argument("url", "a single URL", url, call = call)
+  }
+}
+
+check_fallback <- function(fallback, call = rlang::caller_env()) {
+  if (!is.null(fallback) && !is.function(fallback)) {
+    abort_bad_argument("fallback", "NULL or a function of zero or one argument", fallback, call = call)
   }
 }
 

@@ -30,7 +30,7 @@
 #' options(circuitbreaker.defaults = NULL)
 #' @export
 breaker_for <- function(x, ...) {
-  key <- if (is.character(x) && length(x) == 1L && !is.na(x)) {
+  key <- if (is.character(x) && length(x) == 1L && !is.na(x) && nzchar(x)) {
     registry$keys[[x]] %||% remember_key(x, breaker_key(x))
   } else {
     breaker_key(x)
