@@ -115,19 +115,8 @@
 #' # The fallback may take the condition that explains why it was called.
 #' cb$execute(flaky, function(cond) class(cond)[1])
 #' @export
-circuit_breaker <- function(failure_threshold = 5, recovery_timeout = 30,
-                            failure_rate_threshold = NULL, window_type = "count",
-                            window_size = NULL, minimum_calls = NULL,
-                            slow_call_duration = NULL,
-                            slow_call_rate_threshold = NULL,
-                            half_open_max_calls = 1, half_open_max_wait = NULL,
-                            backoff_multiplier = 1, max_recovery_timeout = NULL,
-                            jitter = 0, ramp_up = 0, failure_when = NULL,
-                            ignore = NULL, timeout = NULL,
-                            failure_statuses = c(408L, 429L, 500:599),
-                            respect_retry_after = TRUE, clock = NULL, name = NULL) {
-  args <- as.list(environment())
-  do.call(CircuitBreaker$new, args)
+circuit_breaker <- function() {
+  do.call(CircuitBreaker$new, as.list(environment()))
 }
 
 #' @rdname circuit_breaker
@@ -440,3 +429,7 @@ check_ignore <- function(ignore, call = rlang::caller_env()) {
   }
   ignore
 }
+
+# circuit_breaker() takes exactly the arguments of CircuitBreaker$new(),
+# written out once, in initialize().
+formals(circuit_breaker) <- formals(CircuitBreaker$public_methods$initialize)
