@@ -84,9 +84,10 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
   req <- check_httr2_request(req)
   check_breaker(breaker)
   check_fallback(fallback)
-  req <- without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout))
   perform_promise <- get("req_perform_promise", envir = asNamespace("httr2"))
-  breaker$execute_async(function() perform_promise(req), fallback)
+  breaker$execute_async(function() {
+    perform_promise(without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout)))
+  }, fallback)
 }
 
 #' @rdname breaker_perform_async
@@ -103,8 +104,10 @@ breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), 
   if (!is.null(pool) && !inherits(pool, "curl_multi")) {
     abort_bad_argument("pool", "NULL or a curl pool from `curl::new_pool()`", pool)
   }
-  handle <- handle_with_timeout(handle, breaker$config$timeout)
-  breaker$execute_async(function() curl_fetch_promise(url, handle, pool %||% curl::new_pool()), fallback)
+  check_handle(handle)
+  breaker$execute_async(function() {
+    curl_fetch_promise(url, handle_with_timeout(handle, breaker$config$timeout), pool %||% curl::new_pool())
+  }, fallback)
 }
 
 # curl::curl_fetch_multi() as a promise, polled from the later event loop.

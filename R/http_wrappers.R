@@ -43,8 +43,11 @@ breaker_perform <- function(req, breaker = breaker_for(req), fallback = NULL) {
   req <- check_httr2_request(req)
   check_breaker(breaker)
   check_fallback(fallback)
-  req <- without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout))
-  breaker$execute(function() httr2::req_perform(req), fallback)
+  # The request is prepared inside the guarded function: a rejected call
+  # costs the breaker's check and the fallback, nothing more.
+  breaker$execute(function() {
+    httr2::req_perform(without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout)))
+  }, fallback)
 }
 
 # httr2 treats 429 and 503 as transient and, before 1.0, sleeps for their
@@ -73,8 +76,10 @@ breaker_fetch <- function(url, handle = NULL, breaker = breaker_for(url), fallba
   check_url(url)
   check_breaker(breaker)
   check_fallback(fallback)
-  handle <- handle_with_timeout(handle, breaker$config$timeout)
-  breaker$execute(function() curl::curl_fetch_memory(url, handle = handle), fallback)
+  check_handle(handle)
+  breaker$execute(function() {
+    curl::curl_fetch_memory(url, handle = handle_with_timeout(handle, breaker$config$timeout))
+  }, fallback)
 }
 
 with_timeout_httr2 <- function(req, timeout) {
@@ -84,13 +89,15 @@ with_timeout_httr2 <- function(req, timeout) {
   httr2::req_timeout(req, timeout)
 }
 
-handle_with_timeout <- function(handle, timeout, call = rlang::caller_env()) {
-  if (!is.null(handle)) {
-    if (!inherits(handle, "curl_handle")) {
-      abort_bad_argument("handle", "NULL or a curl handle", handle, call = call)
-    }
-    return(handle)
+check_handle <- function(handle, call = rlang::caller_env()) {
+  if (!is.null(handle) && !inherits(handle, "curl_handle")) {
+    abort_bad_argument("handle", "NULL or a curl handle", handle, call = call)
   }
+}
+
+# The caller's handle as it is, or a new one with the breaker's timeout.
+handle_with_timeout <- function(handle, timeout) {
+  if (!is.null(handle)) return(handle)
   handle <- curl::new_handle()
   if (!is.null(timeout)) curl::handle_setopt(handle, timeout_ms = ceiling(timeout * 1000))
   handle

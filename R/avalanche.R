@@ -1,0 +1,1038 @@
+#' The avalanche demonstration: a breaker keeps a plumber API serving
+#'
+#' @description
+#' Shows, with real processes and real HTTP on 127.0.0.1, what a circuit
+#' breaker does for a single-threaded plumber API whose downstream service
+#' hangs and then fails, and what happens without one.
+#'
+#' The demonstration starts, each in its own background R process:
+#' * a **downstream** service (webfakes, several threads) that is healthy,
+#'   then *hangs* (answers only after `downstream_timeout + 1` seconds), then
+#'   *fails* (HTTP 503 at once), then is healthy again. This process switches
+#'   it from one phase to the next through a control endpoint.
+#' * three identical **plumber APIs** (`inst/avalanche/api.R`) with the
+#'   endpoints `/trivial` (no downstream call: the physical limit of the
+#'   process), `/guarded` (the downstream call, `curl::curl_fetch_memory()`,
+#'   through a breaker's `$execute()` with a fallback) and `/unguarded` (the
+#'   same call without a breaker; an error JSON when it fails). Each copy
+#'   receives the traffic of one endpoint.
+#'
+#' Through each phase it loads the endpoints in turns of `slice_seconds`
+#' (trivial, guarded, unguarded, trivial, ...), keeping `concurrency`
+#' requests in flight at the endpoint whose turn it is (closed-loop load
+#' from this R process with curl's multi interface, every request with
+#' `Connection: close`). It then prints requests per second, median and
+#' 99th-percentile latencies, the shares of fallback answers and of errors,
+#' the breaker's state transitions and the headline checks, and draws the
+#' latencies over time.
+#'
+#' @section Three processes, loaded in turns:
+#' One plumber process serves one request at a time, so the three endpoints
+#' run in three identical processes: the unguarded endpoint's backlog
+#' (requests queued behind downstream calls that each block for
+#' `downstream_timeout` seconds) cannot delay the other endpoints, and the
+#' breaker lives on across turns and phases, seeing traffic every few tenths
+#' of a second (it moves from `OPEN` to `HALF_OPEN` lazily, on the next call).
+#'
+#' The processes are loaded in short turns rather than all at once because
+#' on a machine with few cores the busy processes compete for them: loaded
+#' together, `/trivial` runs faster whenever `/guarded` waits (and the reverse),
+#' and which process gets a core to itself decides the comparison. In turns,
+#' each endpoint is measured with the machine to itself (and this process).
+#' A request still in flight when its endpoint's turn ends (say, one waiting
+#' behind a probe) just finishes later; it is not replaced until the next
+#' turn.
+#'
+#' @section Latencies and keep-alive:
+#' httpuv (under plumber) with keep-alive clients shows stalls of about 40 ms
+#' per request (delayed ACK); every request of the demonstration sends
+#' `Connection: close` and uses a fresh connection. Latency is curl's total
+#' time of the transfer; a request the client gave up on counts the time
+#' until it gave up. The client waits up to
+#' `(concurrency + 2) * downstream_timeout + 5` seconds, longer than the
+#' unguarded endpoint's queue can grow, so its latencies are measured, not
+#' cut off.
+#'
+#' @section What is measured:
+#' * `req_per_s`: answers (any HTTP status) to the requests that started in
+#'   the phase that arrived during the endpoint's own turns, per second of
+#'   those turns (`turn_seconds`, about a third of the phase).
+#' * `p50_ms`, `p99_ms`, `fallback_share`, `error_share`: over the requests
+#'   that started in the phase. An error is a request without an HTTP answer
+#'   or with a status of 500 or more.
+#' * The headline checks for the hanging and failing phases count only the
+#'   requests that started after the breaker opened: after the phase's first
+#'   `CLOSED` to `OPEN` transition. (If the phase began with the breaker
+#'   `OPEN`, the whole phase counts; if it began `HALF_OPEN`, with a probe sent
+#'   in the phase before still waiting, the count starts when that probe
+#'   failed.) Targets: `/guarded` serves at least 90% of `/trivial`'s
+#'   requests per second, with a p99 latency at most twice `/trivial`'s.
+#' * `/unguarded` during the hanging phase should be limited by the
+#'   downstream timeout: at most one answer per `downstream_timeout`. Its
+#'   requests wait far longer than a turn, so it is busy the whole phase and
+#'   this check counts its answers over the whole phase.
+#' * After the downstream recovers, the breaker should close within one
+#'   `recovery_timeout` plus one probe (at most `downstream_timeout`).
+#'
+#' A probe made while the downstream hangs blocks the guarded process for
+#' `downstream_timeout` seconds, like any other call that times out; with
+#' steady traffic that caps `/guarded` at about `recovery_timeout /
+#' (recovery_timeout + downstream_timeout)` of `/trivial`'s rate in a long
+#' hanging phase. The report also gives the comparison between probes.
+#'
+#' @param phase_seconds Seconds of each phase: four positive numbers named
+#'   `healthy`, `hanging`, `failing` and `recovered` (in any order), or
+#'   unnamed in that order. Each at most 600.
+#' @param concurrency Requests kept in flight at each endpoint: a whole number
+#'   from 1 to 64.
+#' @param downstream_timeout Seconds the API waits for the downstream before
+#'   giving up (0.05 to 30). The hanging downstream answers one second later.
+#' @param recovery_timeout The breaker's `recovery_timeout`, in seconds (0.05
+#'   to 300).
+#' @param failure_threshold The breaker's `failure_threshold`: consecutive
+#'   failures that open it, a whole number from 1 to 100. Each failure while
+#'   the downstream hangs blocks the guarded process for
+#'   `downstream_timeout` seconds, so the breaker opens about
+#'   `failure_threshold * downstream_timeout` seconds into the hanging phase.
+#' @param slice_seconds Length of each endpoint's turn, in seconds: from 0.05
+#'   to a third of the shortest phase, so that each endpoint has a turn in
+#'   every phase.
+#' @param plot_file `NULL` (no plot) or the path of the PNG file to write.
+#' @param quiet If `TRUE`, print nothing.
+#' @return Invisibly, a list:
+#'   * `requests`: one row per request: `endpoint`, `phase`, `start` and `end`
+#'     (seconds since the healthy phase began; `end` is `NA` for a request
+#'     still unanswered when the run ended), `latency_ms`, `status` (HTTP
+#'     status, 0 for none), `fallback`, `error`.
+#'   * `summary`: one row per phase and endpoint with `seconds` (of the
+#'     phase), `requests`, `turn_seconds`, `req_per_s`, `p50_ms`, `p99_ms`,
+#'     `fallback_share`, `error_share` and `transitions` (the guarded
+#'     breaker's, on its rows).
+#'   * `transitions`: the guarded breaker's state changes: `time` (seconds
+#'     since the healthy phase began), `phase`, `from`, `to`.
+#'   * `checks`: a list with `passed` (named logical) and `values` (named
+#'     numbers) for the headline checks, and `state_at_start` (the breaker's
+#'     state when the hanging and failing phases began).
+#'   * `phases`: the phases' actual start and end times; `turns`: each
+#'     endpoint's turns (`endpoint`, `phase`, `start`, `end`).
+#'   * `plot_file`: the PNG's path, or `NULL`.
+#'
+#' @examples
+#' \dontrun{
+#' res <- breaker_avalanche_demo()
+#' res$summary
+#' res$checks$passed
+#'
+#' # A short run without output.
+#' res <- breaker_avalanche_demo(
+#'   phase_seconds = c(healthy = 1.5, hanging = 3, failing = 3, recovered = 3),
+#'   concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
+#'   plot_file = tempfile(fileext = ".png"), quiet = TRUE
+#' )
+#' }
+#' @export
+breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 20,
+                                                     failing = 15, recovered = 15),
+                                   concurrency = 8, downstream_timeout = 2,
+                                   recovery_timeout = 3, failure_threshold = 3,
+                                   slice_seconds = 0.5, plot_file = "avalanche.png",
+                                   quiet = FALSE) {
+  call <- rlang::current_env()
+  phase_seconds <- avalanche_check_phases(phase_seconds, call = call)
+  concurrency <- avalanche_check_whole(concurrency, "concurrency", 1, 64, call = call)
+  avalanche_check_number(downstream_timeout, "downstream_timeout", 0.05, 30, call = call)
+  avalanche_check_number(recovery_timeout, "recovery_timeout", 0.05, 300, call = call)
+  failure_threshold <- avalanche_check_whole(failure_threshold, "failure_threshold", 1, 100, call = call)
+  avalanche_check_number(slice_seconds, "slice_seconds", 0.05, max(0.05, min(phase_seconds) / 3),
+                         call = call)
+  if (!is.null(plot_file) &&
+      (!is.character(plot_file) || length(plot_file) != 1L || is.na(plot_file) ||
+       !nzchar(plot_file) || !dir.exists(dirname(plot_file)))) {
+    abort_bad_argument("plot_file", "`NULL` or the path of a file in an existing directory",
+                       plot_file, call = call)
+  }
+  if (!is.logical(quiet) || length(quiet) != 1L || is.na(quiet)) {
+    abort_bad_argument("quiet", "`TRUE` or `FALSE`", quiet, call = call)
+  }
+  avalanche_check_packages(call = call)
+  say <- if (quiet) function(...) invisible(NULL) else function(...) cat(..., sep = "")
+
+  hang <- downstream_timeout + 1
+  client_timeout <- (concurrency + 2) * downstream_timeout + 5
+  # The processes quit by themselves after this, whatever happens here.
+  lifetime <- sum(phase_seconds) + client_timeout + 120
+
+  # Everything started below is stopped on the way out, also on an error or
+  # an interrupt.
+  procs <- avalanche_processes()
+  on.exit(procs$stop_all(), add = TRUE)
+
+  downstream <- avalanche_start_downstream(hang, procs)
+  apis <- avalanche_start_apis(
+    c("trivial", "guarded", "unguarded"),
+    env = c(
+      AVALANCHE_DOWNSTREAM_URL = downstream$url("/data"),
+      AVALANCHE_DOWNSTREAM_TIMEOUT = format(downstream_timeout, digits = 15),
+      AVALANCHE_FAILURE_THRESHOLD = format(failure_threshold),
+      AVALANCHE_RECOVERY_TIMEOUT = format(recovery_timeout, digits = 15),
+      AVALANCHE_MAX_LIFETIME = format(lifetime)
+    ),
+    procs = procs
+  )
+  urls <- vapply(names(apis), function(ep) paste0(apis[[ep]]$base, "/", ep), character(1))
+
+  avalanche_header(say, downstream, apis, phase_seconds, concurrency, downstream_timeout,
+                   hang, recovery_timeout, failure_threshold, slice_seconds, client_timeout)
+
+  # Warm-up (not measured): the first calls of a fresh R process are slower.
+  avalanche_warm_up(urls)
+
+  run <- avalanche_drive(urls, downstream, phase_seconds, concurrency, slice_seconds,
+                         client_timeout, say)
+  breaker_info <- avalanche_get_json(paste0(apis$guarded$base, "/breaker"))
+  procs$stop_all()
+
+  result <- avalanche_analyse(run, breaker_info, downstream_timeout, recovery_timeout)
+  if (!is.null(plot_file)) {
+    avalanche_plot(result, plot_file, downstream_timeout)
+    result$plot_file <- plot_file
+  } else {
+    result["plot_file"] <- list(NULL)
+  }
+  if (!quiet) avalanche_report(result, downstream_timeout, recovery_timeout, slice_seconds)
+  invisible(result)
+}
+
+avalanche_now <- function() as.numeric(Sys.time())
+
+# Phase names and the downstream mode of each.
+avalanche_phase_names <- c("healthy", "hanging", "failing", "recovered")
+avalanche_phase_modes <- c(healthy = "healthy", hanging = "hanging", failing = "failing",
+                           recovered = "healthy")
+avalanche_endpoints <- c("trivial", "guarded", "unguarded")
+
+# At most this many requests per second are started at one endpoint (a bound
+# on the number of requests, far above what a plumber process serves).
+avalanche_max_rate <- 5000
+
+# ---------------------------------------------------------------------------
+# Argument checks
+
+avalanche_check_phases <- function(x, call) {
+  must <- paste0("four positive numbers (at most 600) named ",
+                 paste0("`", avalanche_phase_names, "`", collapse = ", "))
+  if (!is.numeric(x) || is.object(x) || length(x) != 4L || anyNA(x) || any(!is.finite(x)) ||
+      any(x <= 0) || any(x > 600)) {
+    abort_bad_argument("phase_seconds", must, x, call = call)
+  }
+  nms <- names(x)
+  if (is.null(nms)) {
+    names(x) <- avalanche_phase_names
+  } else if (!setequal(nms, avalanche_phase_names) || anyDuplicated(nms)) {
+    abort_bad_argument("phase_seconds", must, x, call = call)
+  }
+  stats::setNames(as.numeric(x[avalanche_phase_names]), avalanche_phase_names)
+}
+
+avalanche_check_number <- function(x, arg, min, max, call) {
+  if (!is.numeric(x) || is.object(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
+      x < min || x > max) {
+    abort_bad_argument(arg, paste("a single number from", format(min, digits = 3), "to",
+                                  format(max, digits = 3)), x, call = call)
+  }
+  invisible(x)
+}
+
+avalanche_check_whole <- function(x, arg, min, max, call) {
+  if (!is.numeric(x) || is.object(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
+      x != round(x) || x < min || x > max) {
+    abort_bad_argument(arg, paste("a whole number from", min, "to", max), x, call = call)
+  }
+  as.integer(x)
+}
+
+avalanche_check_packages <- function(call) {
+  needed <- c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later")
+  missing <- needed[!vapply(needed, requireNamespace, logical(1), quietly = TRUE)]
+  if (length(missing)) {
+    install <- paste0("install.packages(", paste(deparse(missing), collapse = ""), ")")
+    cli::cli_abort(
+      c("{.fn breaker_avalanche_demo} needs the {.pkg {missing}} package{?s}, which {?is/are} not installed.",
+        i = "Install {cli::qty(length(missing))}{?it/them} with {.code {install}}."),
+      class = c("circuit_breaker_missing_package", "circuit_breaker_error"),
+      call = call
+    )
+  }
+}
+
+avalanche_abort <- function(message, details = NULL) {
+  cli::cli_abort(
+    c(message, details),
+    class = c("circuit_breaker_demo_failed", "circuit_breaker_error"),
+    call = NULL
+  )
+}
+
+# ---------------------------------------------------------------------------
+# Background processes
+
+# A list of stop functions, run (once each, newest first) by stop_all().
+avalanche_processes <- function() {
+  stoppers <- list()
+  list(
+    add = function(stopper) {
+      stoppers[[length(stoppers) + 1L]] <<- stopper
+      invisible(NULL)
+    },
+    stop_all = function() {
+      for (stopper in rev(stoppers)) try(stopper(), silent = TRUE)
+      stoppers <<- list()
+      invisible(NULL)
+    }
+  )
+}
+
+avalanche_script <- function(name) {
+  path <- system.file("avalanche", name, package = "circuitbreaker")
+  if (!nzchar(path)) {
+    avalanche_abort(paste0("Cannot find {.file avalanche/", name, "} in the installed package."))
+  }
+  path
+}
+
+avalanche_start_downstream <- function(hang, procs) {
+  env <- new.env(parent = baseenv())
+  sys.source(avalanche_script("downstream.R"), envir = env)
+  app <- env$avalanche_downstream_app(hang)
+  # Threads: hanging requests hold one each until they are answered, also
+  # after the API gave up on them (about hang / downstream_timeout per API).
+  opts <- webfakes::server_opts(
+    remote = TRUE, num_threads = 16, interfaces = "127.0.0.1",
+    enable_keep_alive = FALSE, tcp_nodelay = TRUE,
+    access_log_file = FALSE, error_log_file = FALSE
+  )
+  # Supervised: killed with this R process even if it dies without cleaning up.
+  process <- webfakes::new_app_process(app, opts = opts, start = FALSE, auto_start = FALSE,
+                                       callr_opts = list(supervise = TRUE))
+  procs$add(function() process$stop())
+  process$start()
+  list(
+    url = function(path) process$url(path),
+    mode = function(mode) avalanche_get_json(process$url(paste0("/mode?set=", mode))),
+    stats = function() avalanche_get_json(process$url("/stats"))
+  )
+}
+
+# Starts one API process per endpoint, on random free ports, and waits until
+# each answers. A process that cannot bind its port (taken between the choice
+# and the bind) is restarted on another port, up to three times.
+avalanche_start_apis <- function(endpoints, env, procs) {
+  api_file <- avalanche_script("api.R")
+  apis <- list()
+  for (ep in endpoints) {
+    for (attempt in 1:3) {
+      api <- avalanche_start_api(api_file, env, procs)
+      if (avalanche_wait_ready(api)) break
+      if (attempt == 3L || api$process$is_alive()) {
+        avalanche_abort(
+          paste0("The plumber API for {.code /", ep, "} did not start."),
+          c(i = paste(utils::tail(api$errors(), 8), collapse = "\n"))
+        )
+      }
+    }
+    apis[[ep]] <- api
+  }
+  apis
+}
+
+avalanche_start_api <- function(api_file, env, procs) {
+  port <- httpuv::randomPort(host = "127.0.0.1")
+  err_file <- tempfile("avalanche-api-", fileext = ".log")
+  process <- callr::r_bg(
+    function(api_file, port, env) {
+      do.call(Sys.setenv, as.list(env))
+      loadNamespace("circuitbreaker")  # the installed package
+      router <- plumber::plumb(api_file)
+      router$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
+    },
+    args = list(api_file = api_file, port = port, env = env),
+    stdout = err_file, stderr = "2>&1", supervise = TRUE
+  )
+  procs$add(function() {
+    process$kill()
+    unlink(err_file)
+  })
+  list(
+    process = process,
+    port = port,
+    base = paste0("http://127.0.0.1:", port),
+    errors = function() if (file.exists(err_file)) readLines(err_file, warn = FALSE) else character()
+  )
+}
+
+# Up to 30 s for the process to load and answer.
+avalanche_wait_ready <- function(api) {
+  deadline <- avalanche_now() + 30
+  for (i in 1:300) {
+    if (!api$process$is_alive()) return(FALSE)
+    ok <- tryCatch(
+      curl::curl_fetch_memory(paste0(api$base, "/trivial"), handle = avalanche_handle(1))$status_code == 200,
+      error = function(e) FALSE
+    )
+    if (ok) return(TRUE)
+    if (avalanche_now() > deadline) return(FALSE)
+    Sys.sleep(0.1)
+  }
+  FALSE
+}
+
+# A handle for one request: fresh connection, `Connection: close`.
+avalanche_handle <- function(timeout) {
+  handle <- curl::new_handle(timeout_ms = max(1, round(timeout * 1000)), forbid_reuse = TRUE)
+  curl::handle_setheaders(handle, Connection = "close")
+}
+
+avalanche_get_json <- function(url, timeout = 10) {
+  response <- curl::curl_fetch_memory(url, handle = avalanche_handle(timeout))
+  if (response$status_code != 200) {
+    avalanche_abort(paste0("{.url ", url, "} answered HTTP ", response$status_code, "."))
+  }
+  jsonlite::fromJSON(rawToChar(response$content), simplifyVector = TRUE)
+}
+
+avalanche_warm_up <- function(urls) {
+  for (url in urls) {
+    for (i in 1:20) try(curl::curl_fetch_memory(url, handle = avalanche_handle(5)), silent = TRUE)
+  }
+}
+
+# ---------------------------------------------------------------------------
+# The load
+
+# Loads the endpoints in turns of `slice_seconds` (round robin), keeping
+# `concurrency` requests in flight at the endpoint whose turn it is (a new one
+# starts when one ends), and switches the downstream at each phase boundary.
+# Requests of the other endpoints still in flight finish on their own and
+# are not replaced. Returns the raw records and the phases' actual times.
+avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_seconds,
+                            client_timeout, say) {
+  endpoints <- names(urls)
+  n_phases <- length(phase_seconds)
+  cap <- ceiling(phase_seconds * avalanche_max_rate) + concurrency
+
+  # Records, grown by doubling (assignments with <<- modify in place).
+  size <- 10000L
+  rec_ep <- integer(size)
+  rec_phase <- integer(size)
+  rec_start <- rec_end <- rec_latency <- rep(NA_real_, size)
+  rec_status <- integer(size)
+  rec_fallback <- logical(size)
+  n <- 0L
+  grow <- function() {
+    extra <- size
+    rec_ep <<- c(rec_ep, integer(extra))
+    rec_phase <<- c(rec_phase, integer(extra))
+    rec_start <<- c(rec_start, rep(NA_real_, extra))
+    rec_end <<- c(rec_end, rep(NA_real_, extra))
+    rec_latency <<- c(rec_latency, rep(NA_real_, extra))
+    rec_status <<- c(rec_status, integer(extra))
+    rec_fallback <<- c(rec_fallback, logical(extra))
+    size <<- size + extra
+  }
+
+  pool <- curl::new_pool(total_con = length(urls) * concurrency + 4L,
+                         host_con = length(urls) * concurrency + 4L, multiplex = FALSE)
+  on.exit(for (h in curl::multi_list(pool)) try(curl::multi_cancel(h), silent = TRUE), add = TRUE)
+  in_flight <- stats::setNames(integer(length(urls)), endpoints)
+  started <- matrix(0L, length(urls), n_phases, dimnames = list(endpoints, names(phase_seconds)))
+  phase <- 1L
+  active <- 0L
+  t0 <- avalanche_now()
+  guarded <- match("guarded", endpoints)
+  fallback_marker <- "\"fallback\":true"
+
+  launch <- function(e) {
+    if (e != active || started[e, phase] >= cap[[phase]]) return(invisible(FALSE))
+    started[e, phase] <<- started[e, phase] + 1L
+    n <<- n + 1L
+    if (n > size) grow()
+    i <- n
+    rec_ep[i] <<- e
+    rec_phase[i] <<- phase
+    rec_start[i] <<- avalanche_now() - t0
+    in_flight[e] <<- in_flight[e] + 1L
+    curl::curl_fetch_multi(
+      urls[[e]],
+      done = function(res) {
+        rec_end[i] <<- avalanche_now() - t0
+        rec_status[i] <<- res$status_code
+        rec_latency[i] <<- res$times[["total"]]
+        if (e == guarded) rec_fallback[i] <<- grepl(fallback_marker, rawToChar(res$content), fixed = TRUE)
+        in_flight[e] <<- in_flight[e] - 1L
+        launch(e)
+      },
+      fail = function(msg) {
+        rec_end[i] <<- avalanche_now() - t0
+        rec_latency[i] <<- rec_end[i] - rec_start[i]
+        in_flight[e] <<- in_flight[e] - 1L
+        launch(e)
+      },
+      pool = pool,
+      handle = avalanche_handle(client_timeout)
+    )
+    invisible(TRUE)
+  }
+  top_up <- function(e) {
+    for (k in seq_len(concurrency)) {
+      if (in_flight[e] >= concurrency || !launch(e)) break
+    }
+  }
+  # curl's multi_run() checks a timeout in whole seconds (and spins below one
+  # second), so it is only asked to poll (timeout = 0: run the callbacks of
+  # finished requests, start the transfers due) and the loop sleeps half a
+  # millisecond when nothing finished. Each iteration either ends a request
+  # or sleeps, so the count is bounded by the requests allowed plus the
+  # sleeps that fit in the time.
+  run_until <- function(until) {
+    max_iter <- sum(cap) + ceiling((until - (avalanche_now() - t0)) / 0.0005) + 100L
+    for (iter in seq_len(max_iter)) {
+      remaining <- until - (avalanche_now() - t0)
+      if (remaining <= 0) break
+      polled <- curl::multi_run(timeout = 0, pool = pool)
+      if (polled$success + polled$error == 0L) Sys.sleep(min(remaining, 0.0005))
+    }
+  }
+
+  turn <- 0L
+  max_turns <- sum(ceiling(phase_seconds / slice_seconds - 1e-9))
+  turn_ep <- integer(max_turns)
+  turn_phase <- integer(max_turns)
+  turn_start <- turn_end <- numeric(max_turns)
+  phase_start <- phase_end <- stats::setNames(numeric(n_phases), names(phase_seconds))
+  for (p in seq_len(n_phases)) {
+    name <- names(phase_seconds)[[p]]
+    downstream$mode(avalanche_phase_modes[[name]])
+    if (p == 1L) t0 <- avalanche_now()
+    phase <- p
+    phase_start[[p]] <- avalanche_now() - t0
+    if (p > 1L) phase_end[[p - 1L]] <- phase_start[[p]]
+    # Phases and turns end at their planned times, so that a slow mode
+    # switch does not stretch the run.
+    planned_start <- sum(phase_seconds[seq_len(p - 1L)])
+    stop_at <- planned_start + phase_seconds[[p]]
+    n_turns <- ceiling(phase_seconds[[p]] / slice_seconds - 1e-9)
+    for (k in seq_len(n_turns)) {
+      active <- turn %% length(endpoints) + 1L
+      turn <- turn + 1L
+      turn_ep[turn] <- active
+      turn_phase[turn] <- p
+      turn_start[turn] <- avalanche_now() - t0
+      top_up(active)
+      run_until(min(planned_start + k * slice_seconds, stop_at))
+      turn_end[turn] <- avalanche_now() - t0
+    }
+    say(sprintf("  [%d/%d] %-9s %6.1f - %6.1f s  started: %s\n", p, n_phases, name,
+                phase_start[[p]], avalanche_now() - t0,
+                paste(sprintf("%s %d", endpoints, started[, p]), collapse = ", ")))
+  }
+  phase_end[[n_phases]] <- avalanche_now() - t0
+
+  # No new requests; wait for those in flight (bounded by the client timeout).
+  active <- 0L
+  drain_deadline <- avalanche_now() + client_timeout + 2
+  for (iter in seq_len(ceiling((client_timeout + 2) / 0.002) + length(urls) * concurrency)) {
+    if (length(curl::multi_list(pool)) == 0L || avalanche_now() > drain_deadline) break
+    polled <- curl::multi_run(timeout = 0, pool = pool)
+    if (polled$success + polled$error == 0L) Sys.sleep(0.002)
+  }
+
+  idx <- seq_len(n)
+  turns <- seq_len(turn)
+  list(
+    t0 = t0,
+    turns = data.frame(
+      endpoint = endpoints[turn_ep[turns]],
+      phase = names(phase_seconds)[turn_phase[turns]],
+      start = turn_start[turns],
+      end = turn_end[turns],
+      stringsAsFactors = FALSE
+    ),
+    phases = data.frame(
+      phase = names(phase_seconds),
+      mode = unname(avalanche_phase_modes[names(phase_seconds)]),
+      start = unname(phase_start),
+      end = unname(phase_end),
+      stringsAsFactors = FALSE
+    ),
+    requests = data.frame(
+      endpoint = endpoints[rec_ep[idx]],
+      phase = names(phase_seconds)[rec_phase[idx]],
+      start = rec_start[idx],
+      end = rec_end[idx],
+      latency_ms = 1000 * rec_latency[idx],
+      status = rec_status[idx],
+      fallback = rec_fallback[idx],
+      stringsAsFactors = FALSE
+    )
+  )
+}
+
+# ---------------------------------------------------------------------------
+# Analysis
+
+avalanche_analyse <- function(run, breaker_info, downstream_timeout, recovery_timeout) {
+  phases <- run$phases
+  requests <- run$requests
+  requests$error <- requests$status == 0L | requests$status >= 500L
+
+  log <- breaker_info$log
+  transitions <- data.frame(
+    time = as.numeric(unlist(log$time)) - run$t0,
+    from = as.character(unlist(log$from)),
+    to = as.character(unlist(log$to)),
+    stringsAsFactors = FALSE
+  )
+  transitions <- transitions[order(transitions$time), , drop = FALSE]
+  transitions$phase <- avalanche_phase_of(transitions$time, phases)
+  transitions <- transitions[, c("time", "phase", "from", "to")]
+  rownames(transitions) <- NULL
+
+  summary <- list()
+  for (p in seq_len(nrow(phases))) {
+    ph <- phases[p, ]
+    tr <- transitions[transitions$phase == ph$phase, ]
+    tr_text <- paste(sprintf("%.2f %s->%s", tr$time, tr$from, tr$to), collapse = ", ")
+    for (ep in avalanche_endpoints) {
+      r <- requests[requests$endpoint == ep & requests$phase == ph$phase, ]
+      st <- avalanche_stats(r, run$turns[run$turns$endpoint == ep, ], ph$start, ph$end)
+      summary[[length(summary) + 1L]] <- data.frame(
+        phase = ph$phase, endpoint = ep, seconds = ph$end - ph$start,
+        requests = st$requests, turn_seconds = st$turn_seconds, req_per_s = st$req_per_s,
+        p50_ms = st$p50_ms, p99_ms = st$p99_ms,
+        fallback_share = st$fallback_share, error_share = st$error_share,
+        transitions = if (ep == "guarded") tr_text else "",
+        stringsAsFactors = FALSE
+      )
+    }
+  }
+  summary <- do.call(rbind, summary)
+  rownames(summary) <- NULL
+
+  checks <- avalanche_checks(requests, run$turns, phases, transitions, downstream_timeout,
+                             recovery_timeout, breaker_info$state)
+  list(
+    requests = requests,
+    summary = summary,
+    transitions = transitions,
+    checks = checks,
+    phases = phases,
+    turns = run$turns,
+    breaker_metrics = breaker_info$metrics
+  )
+}
+
+avalanche_phase_of <- function(time, phases) {
+  k <- findInterval(time, phases$start)
+  k[k < 1L] <- 1L
+  phases$phase[k]
+}
+
+# Intervals are data frames with sorted, disjoint `start` and `end`.
+avalanche_clip <- function(iv, from, to) {
+  out <- data.frame(start = pmax(iv$start, from), end = pmin(iv$end, to))
+  out[out$end > out$start, , drop = FALSE]
+}
+
+avalanche_in_intervals <- function(x, iv) {
+  if (!nrow(iv)) return(logical(length(x)))
+  k <- findInterval(x, iv$start)
+  inside <- k > 0L
+  inside[inside] <- x[inside] < iv$end[k[inside]]
+  inside & !is.na(x)
+}
+
+# `iv` without the parts covered by `gaps`.
+avalanche_subtract <- function(iv, gaps) {
+  for (k in seq_len(nrow(gaps))) {
+    gs <- gaps$start[[k]]
+    ge <- gaps$end[[k]]
+    left <- data.frame(start = iv$start, end = pmin(iv$end, gs))
+    right <- data.frame(start = pmax(iv$start, ge), end = iv$end)
+    iv <- rbind(left[left$end > left$start, , drop = FALSE],
+                right[right$end > right$start, , drop = FALSE])
+    iv <- iv[order(iv$start), , drop = FALSE]
+  }
+  iv
+}
+
+# Figures for one endpoint's requests `r` (those that started in [from, to))
+# and its turns: requests/s is the number of answers (any HTTP status) that
+# arrived during the endpoint's turns within [from, to), per second of those
+# turns; `exclude` removes intervals from the turns.
+avalanche_stats <- function(r, turns, from, to, exclude = NULL) {
+  own <- avalanche_clip(turns[order(turns$start), c("start", "end")], from, to)
+  if (!is.null(exclude)) own <- avalanche_subtract(own, exclude)
+  turn_seconds <- sum(own$end - own$start)
+  finished <- !is.na(r$end)
+  answered <- finished & r$status > 0L & avalanche_in_intervals(r$end, own)
+  q <- function(x, p) if (length(x)) unname(stats::quantile(x, p, type = 7)) else NA_real_
+  list(
+    requests = nrow(r),
+    turn_seconds = turn_seconds,
+    req_per_s = if (turn_seconds > 0) sum(answered) / turn_seconds else NA_real_,
+    p50_ms = q(r$latency_ms[finished], 0.5),
+    p99_ms = q(r$latency_ms[finished], 0.99),
+    fallback_share = if (nrow(r)) mean(r$fallback) else NA_real_,
+    error_share = if (nrow(r)) mean(r$error) else NA_real_
+  )
+}
+
+# An endpoint's requests/s over a whole phase (the figure of the table).
+avalanche_summary_rate <- function(requests, turns, endpoint, phase_row) {
+  r <- requests[requests$endpoint == endpoint & requests$phase == phase_row$phase, ]
+  avalanche_stats(r, turns[turns$endpoint == endpoint, ], phase_row$start, phase_row$end)$req_per_s
+}
+
+# When the breaker was open in a phase: from the phase's first CLOSED -> OPEN
+# transition. If the phase began with the breaker not CLOSED: from the phase's
+# start if it was OPEN then, or from its first move to OPEN if it was
+# HALF_OPEN (a probe sent in the previous phase was still waiting; its wait
+# belongs to that phase). Returns the time and the state at the phase's start.
+avalanche_open_from <- function(transitions, phase_row) {
+  before <- transitions[transitions$time < phase_row$start, ]
+  state_at_start <- if (nrow(before)) before$to[[nrow(before)]] else "CLOSED"
+  during <- transitions[transitions$time >= phase_row$start & transitions$time < phase_row$end, ]
+  first <- function(which) if (any(which)) during$time[which][[1]] else NA_real_
+  time <- switch(state_at_start,
+    CLOSED = first(during$from == "CLOSED" & during$to == "OPEN"),
+    HALF_OPEN = first(during$to == "OPEN"),
+    phase_row$start
+  )
+  list(time = time, state_at_start = state_at_start)
+}
+
+# The intervals within [from, to] in which the breaker was HALF_OPEN.
+avalanche_half_open_intervals <- function(transitions, from, to) {
+  state_before <- transitions$to[transitions$time <= from]
+  starts <- transitions$time[transitions$to == "HALF_OPEN" & transitions$time > from]
+  if (length(state_before) && state_before[[length(state_before)]] == "HALF_OPEN") {
+    starts <- c(from, starts)
+  }
+  ends <- vapply(starts, function(t) {
+    left <- transitions$time[transitions$time > t & transitions$from == "HALF_OPEN"]
+    if (length(left)) min(left) else to
+  }, numeric(1))
+  keep <- starts < to
+  data.frame(start = starts[keep], end = pmin(ends[keep], to))
+}
+
+avalanche_checks <- function(requests, turns, phases, transitions, downstream_timeout,
+                             recovery_timeout, final_state) {
+  values <- c()
+  passed <- c()
+  state_at_start <- c()
+  for (name in c("hanging", "failing")) {
+    ph <- phases[phases$phase == name, ]
+    open <- avalanche_open_from(transitions, ph)
+    open_from <- open$time
+    state_at_start[[name]] <- open$state_at_start
+    values[[paste0(name, "_open_after_s")]] <- open_from - ph$start
+    keys <- paste0(name, c("_guarded_req_per_s", "_trivial_req_per_s", "_req_per_s_share",
+                           "_guarded_p99_ms", "_trivial_p99_ms", "_p99_ratio", "_fallback_share",
+                           "_probe_wait_s", "_between_probes_share"))
+    values[keys] <- NA_real_
+    passed[[paste0(name, "_req_per_s_share")]] <- FALSE
+    passed[[paste0(name, "_p99_ratio")]] <- FALSE
+    if (is.na(open_from)) next
+
+    stats <- function(ep, exclude = NULL) {
+      r <- requests[requests$endpoint == ep & requests$start >= open_from & requests$start < ph$end, ]
+      avalanche_stats(r, turns[turns$endpoint == ep, ], open_from, ph$end, exclude)
+    }
+    g <- stats("guarded")
+    t <- stats("trivial")
+    values[keys[1:7]] <- c(g$req_per_s, t$req_per_s, g$req_per_s / t$req_per_s,
+                           g$p99_ms, t$p99_ms, g$p99_ms / t$p99_ms, g$fallback_share)
+    passed[[paste0(name, "_req_per_s_share")]] <- isTRUE(g$req_per_s / t$req_per_s >= 0.9)
+    passed[[paste0(name, "_p99_ratio")]] <- isTRUE(g$p99_ms / t$p99_ms <= 2)
+
+    # Supplementary: the same comparison leaving out the time the breaker
+    # was HALF_OPEN (a probe waiting), which separates the cost of probing
+    # from the cost of answering with the fallback.
+    gaps <- avalanche_half_open_intervals(transitions, open_from, ph$end)
+    values[[keys[[8]]]] <- sum(gaps$end - gaps$start)
+    values[[keys[[9]]]] <- stats("guarded", gaps)$req_per_s / stats("trivial", gaps)$req_per_s
+  }
+
+  hanging <- phases[phases$phase == "hanging", ]
+  failing <- phases[phases$phase == "failing", ]
+  recovered <- phases[phases$phase == "recovered", ]
+  outage <- transitions$time >= hanging$start & transitions$time < failing$end
+  passed[["opened_during_outage"]] <- any(outage & transitions$from == "CLOSED" & transitions$to == "OPEN")
+  guarded_outage <- requests$endpoint == "guarded" & requests$phase %in% c("hanging", "failing")
+  passed[["fallbacks_while_open"]] <- any(requests$fallback[guarded_outage])
+
+  # The unguarded endpoint while the downstream hangs: its requests wait in
+  # the process's queue far longer than a turn, so it is busy the whole
+  # phase. Each answer takes at least downstream_timeout, one after the
+  # other: at most one per downstream_timeout (plus the call under way when
+  # the phase began).
+  hanging_seconds <- hanging$end - hanging$start
+  u_req <- requests[requests$endpoint == "unguarded" & requests$phase == "hanging", ]
+  u_answers <- sum(u_req$status > 0L & !is.na(u_req$end) & u_req$end < hanging$end)
+  u_rate <- u_answers / hanging_seconds
+  t_rate <- avalanche_summary_rate(requests, turns, "trivial", hanging)
+  values[["unguarded_hanging_answers"]] <- u_answers
+  values[["unguarded_hanging_req_per_s"]] <- u_rate
+  values[["unguarded_hanging_limit_req_per_s"]] <- 1 / downstream_timeout
+  values[["unguarded_hanging_share_of_trivial"]] <- u_rate / t_rate
+  values[["unguarded_hanging_p50_ms"]] <- stats::median(u_req$latency_ms[!is.na(u_req$end)])
+  values[["unguarded_hanging_error_share"]] <- if (nrow(u_req)) mean(u_req$error) else NA_real_
+  passed[["unguarded_limited_by_timeout"]] <- u_answers <= hanging_seconds / downstream_timeout + 1
+  passed[["unguarded_errors_while_hanging"]] <- any(u_req$error)
+
+  closed <- transitions[transitions$time >= recovered$start & transitions$to == "CLOSED", ]
+  close_after <- if (nrow(closed)) closed$time[[1]] - recovered$start else NA_real_
+  values[["recovered_closed_after_s"]] <- close_after
+  values[["recovered_close_target_s"]] <- recovery_timeout + downstream_timeout
+  passed[["closed_after_recovery"]] <- !is.na(close_after) && identical(final_state, "CLOSED")
+  passed[["closed_within_target"]] <- isTRUE(close_after <= recovery_timeout + downstream_timeout)
+
+  list(passed = unlist(passed), values = unlist(values), state_at_start = unlist(state_at_start))
+}
+
+# ---------------------------------------------------------------------------
+# Report
+
+avalanche_header <- function(say, downstream, apis, phase_seconds, concurrency, downstream_timeout,
+                             hang, recovery_timeout, failure_threshold, slice_seconds,
+                             client_timeout) {
+  n <- function(x) format(x, trim = TRUE)
+  say(
+    "Avalanche demonstration: a single-threaded plumber API and a sick downstream\n",
+    "  Downstream  ", downstream$url("/data"), ": webfakes, 16 threads, own R process.\n",
+    "    healthy ", n(phase_seconds[["healthy"]]), " s -> hanging ", n(phase_seconds[["hanging"]]),
+    " s (answers after ", n(hang), " s) -> failing ", n(phase_seconds[["failing"]]),
+    " s (503 at once)\n",
+    "    -> recovered ", n(phase_seconds[["recovered"]]), " s; this process switches the mode ",
+    "(GET /mode) at each boundary.\n",
+    "    A hanging request waits in res$delay(), which does not block webfakes' R thread.\n",
+    "  API         inst/avalanche/api.R in three identical plumber processes, one per endpoint:\n",
+    "    /trivial :", apis$trivial$port, "   /guarded :", apis$guarded$port,
+    "   /unguarded :", apis$unguarded$port, "\n",
+    "    Breaker in /guarded: $execute() with a fallback, failure_threshold = ", failure_threshold,
+    ",\n    recovery_timeout = ", n(recovery_timeout), " s. Downstream calls (guarded and ",
+    "unguarded) time out after ", n(downstream_timeout), " s.\n",
+    "  Load        from this R process (curl multi), in turns of ", n(slice_seconds),
+    " s: trivial, guarded,\n",
+    "    unguarded, trivial, ...; ", concurrency, " requests in flight at the endpoint whose ",
+    "turn it is.\n",
+    "    Every request sends `Connection: close` on a fresh connection (httpuv with\n",
+    "    keep-alive clients stalls about 40 ms per request: delayed ACK); client timeout ",
+    n(client_timeout), " s.\n",
+    "  Why three processes: plumber serves one request at a time; in one process the\n",
+    "    /unguarded backlog (requests queued behind ", n(downstream_timeout), "-s downstream ",
+    "calls) would delay the\n",
+    "    other endpoints, and the breaker would see traffic only in /guarded's slices.\n",
+    "  Why turns: loaded all at once, the processes compete for this machine's cores:\n",
+    "    /trivial speeds up whenever /guarded waits, and whichever process gets a core\n",
+    "    to itself wins. In turns each endpoint has the machine to itself (and this\n",
+    "    process); requests/s count the answers that arrive during the endpoint's own\n",
+    "    turns. The breaker still sees traffic every ", n(3 * slice_seconds), " s.\n\n"
+  )
+}
+
+avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice_seconds) {
+  s <- result$summary
+  pct <- function(x) ifelse(is.na(x), "-", sprintf("%.1f%%", 100 * x))
+  num <- function(x, d = 1) ifelse(is.na(x), "-", formatC(x, format = "f", digits = d))
+  rows <- cbind(
+    s$phase, s$endpoint, num(s$seconds), s$requests, num(s$turn_seconds), num(s$req_per_s),
+    num(s$p50_ms), num(s$p99_ms), pct(s$fallback_share), pct(s$error_share)
+  )
+  rows <- rbind(c("phase", "endpoint", "s", "requests", "turns s", "req/s", "p50 ms", "p99 ms",
+                  "fallback", "errors"), rows)
+  w <- apply(rows, 2, function(col) max(nchar(col)))
+  left <- c(TRUE, TRUE, rep(FALSE, ncol(rows) - 2L))
+  cat("\nPer phase and endpoint, over the requests that started in the phase (req/s: answers\n",
+      "that arrived during the endpoint's turns, per second of its turns)\n", sep = "")
+  for (i in seq_len(nrow(rows))) {
+    cells <- vapply(seq_len(ncol(rows)), function(j) {
+      formatC(rows[i, j], width = if (left[[j]]) -w[[j]] else w[[j]])
+    }, character(1))
+    cat("  ", paste(cells, collapse = "  "), "\n", sep = "")
+    if (i > 1L && i < nrow(rows) && rows[i, 1] != rows[i + 1L, 1]) cat("\n")
+  }
+
+  tr <- result$transitions
+  cat("\nBreaker transitions in /guarded (seconds since the healthy phase began)\n")
+  if (nrow(tr)) {
+    for (ph in unique(tr$phase)) {
+      x <- tr[tr$phase == ph, ]
+      items <- sprintf("%.2f %s->%s", x$time, x$from, x$to)
+      # Greedy wrapping that never breaks an item.
+      lines <- character()
+      line <- ""
+      for (item in items) {
+        candidate <- if (nzchar(line)) paste0(line, ", ", item) else item
+        if (nchar(candidate) > 66 && nzchar(line)) {
+          lines <- c(lines, paste0(line, ","))
+          line <- item
+        } else {
+          line <- candidate
+        }
+      }
+      lines <- c(lines, line)
+      cat(sprintf("  %-10s%s\n", c(ph, rep("", length(lines) - 1L)), lines), sep = "")
+    }
+  } else {
+    cat("  (none)\n")
+  }
+
+  v <- result$checks$values
+  p <- result$checks$passed
+  met <- function(ok) if (isTRUE(ok)) "met" else "NOT met"
+  cat("\nHeadline checks (hanging and failing: from the breaker's opening to the phase's end)\n")
+  for (name in c("hanging", "failing")) {
+    after <- v[[paste0(name, "_open_after_s")]]
+    if (is.na(after)) {
+      cat(sprintf("  %-8s the breaker did not open: NOT met\n", name))
+      next
+    }
+    began <- result$checks$state_at_start[[name]]
+    how <- switch(began,
+      CLOSED = sprintf("breaker opened %.1f s into the phase", after),
+      HALF_OPEN = sprintf("began HALF_OPEN (a probe from the phase before), OPEN again %.1f s in", after),
+      sprintf("began %s", began)
+    )
+    cat(sprintf("  %-8s %s;\n           /guarded fallback answers %s\n",
+                name, how, pct(v[[paste0(name, "_fallback_share")]])))
+    if (is.na(v[[paste0(name, "_trivial_req_per_s")]])) {
+      cat("           /trivial had no turn after the breaker opened (the phase is too short to compare)\n")
+      next
+    }
+    cat(sprintf("           req/s: /guarded %.1f vs /trivial %.1f = %.1f%% (target >= 90%%): %s\n",
+                v[[paste0(name, "_guarded_req_per_s")]], v[[paste0(name, "_trivial_req_per_s")]],
+                100 * v[[paste0(name, "_req_per_s_share")]], met(p[[paste0(name, "_req_per_s_share")]])))
+    cat(sprintf("           p99:   /guarded %.1f ms vs /trivial %.1f ms = %.2fx (target <= 2x): %s\n",
+                v[[paste0(name, "_guarded_p99_ms")]], v[[paste0(name, "_trivial_p99_ms")]],
+                v[[paste0(name, "_p99_ratio")]], met(p[[paste0(name, "_p99_ratio")]])))
+    cat(sprintf(paste0("           between probes (leaving out %.1f s HALF_OPEN): /guarded answered ",
+                       "%.1f%% as\n           many requests as /trivial\n"),
+                v[[paste0(name, "_probe_wait_s")]], 100 * v[[paste0(name, "_between_probes_share")]]))
+    if (name == "hanging") {
+      bound <- recovery_timeout / (recovery_timeout + downstream_timeout)
+      cat(sprintf(paste0(
+        "           (each probe while the downstream hangs blocks the /guarded process for\n",
+        "           downstream_timeout = %s s: in a long hanging phase it can serve at most\n",
+        "           recovery_timeout / (recovery_timeout + downstream_timeout) = %.0f%% of the time;\n",
+        "           probes may come up to %s s late here, as /guarded gets requests only in its turns)\n"),
+        format(downstream_timeout), 100 * bound, format(2 * slice_seconds)))
+    }
+  }
+  cat(sprintf(paste0("  /unguarded while hanging (busy the whole phase): %d answers, %.2f req/s\n",
+                     "           (1 / downstream_timeout = %.2f; %.2f%% of /trivial's rate), p50 latency %.0f ms,\n",
+                     "           errors %s: %s\n"),
+              as.integer(v[["unguarded_hanging_answers"]]), v[["unguarded_hanging_req_per_s"]],
+              v[["unguarded_hanging_limit_req_per_s"]],
+              100 * v[["unguarded_hanging_share_of_trivial"]], v[["unguarded_hanging_p50_ms"]],
+              pct(v[["unguarded_hanging_error_share"]]),
+              if (isTRUE(p[["unguarded_limited_by_timeout"]])) "limited by the downstream timeout"
+              else "NOT limited by the downstream timeout"))
+  close_after <- v[["recovered_closed_after_s"]]
+  if (is.na(close_after)) {
+    cat("  recovery: the breaker did not close after the downstream recovered: NOT met\n")
+  } else {
+    cat(sprintf(paste0("  recovery: the breaker closed %.2f s after the downstream recovered\n",
+                       "           (target <= recovery_timeout + one probe = %s s): %s\n"),
+                close_after, format(recovery_timeout + downstream_timeout),
+                met(p[["closed_within_target"]])))
+  }
+  if (!is.null(result$plot_file)) cat("\nPlot: ", result$plot_file, "\n", sep = "")
+  invisible(NULL)
+}
+
+# ---------------------------------------------------------------------------
+# Plot
+
+avalanche_plot <- function(result, file, downstream_timeout) {
+  r <- result$requests
+  r <- r[!is.na(r$end) & is.finite(r$latency_ms), ]
+  phases <- result$phases
+  tr <- result$transitions
+  grDevices::png(file, width = 1400, height = 900, res = 110)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  old <- graphics::par(no.readonly = TRUE)
+  on.exit(graphics::par(old), add = TRUE, after = FALSE)
+  graphics::layout(matrix(1:2, ncol = 1), heights = c(3, 1.4))
+
+  cols <- c(trivial = "grey45", guarded = "#1f6fb4", unguarded = "#d2322d")
+  xlim <- c(0, max(phases$end, r$start, 1))
+  ylim <- range(pmax(r$latency_ms, 0.1), na.rm = TRUE)
+  if (!all(is.finite(ylim))) ylim <- c(0.1, 1000)
+  shade <- c(healthy = NA, hanging = "#fbe3c8", failing = "#f6d0d0", recovered = "#dcefdc")
+  draw_phases <- function(top_label) {
+    usr <- graphics::par("usr")
+    for (i in seq_len(nrow(phases))) {
+      col <- shade[[phases$phase[[i]]]]
+      if (!is.na(col)) {
+        graphics::rect(phases$start[[i]], if (graphics::par("ylog")) 10^usr[3] else usr[3],
+                       phases$end[[i]], if (graphics::par("ylog")) 10^usr[4] else usr[4],
+                       col = col, border = NA)
+      }
+      graphics::abline(v = phases$start[[i]], col = "grey60", lty = 3)
+      if (top_label) {
+        top <- if (graphics::par("ylog")) 10^usr[4] else usr[4]
+        graphics::text((phases$start[[i]] + phases$end[[i]]) / 2, top, phases$phase[[i]],
+                       pos = 1, cex = 0.85, font = 2)
+      }
+    }
+  }
+  draw_transitions <- function() {
+    if (!nrow(tr)) return(invisible(NULL))
+    tcol <- c(OPEN = "#d2322d", HALF_OPEN = "#e69f00", CLOSED = "#2e8b57")[tr$to]
+    tcol[is.na(tcol)] <- "black"
+    graphics::abline(v = tr$time, col = tcol, lty = 2, lwd = 1)
+  }
+
+  graphics::par(mar = c(2.5, 4.5, 4.5, 1))
+  graphics::plot(NA, xlim = xlim, ylim = ylim * c(1, 2), log = "y", xlab = "",
+                 ylab = "latency (ms, log scale)")
+  graphics::title("Avalanche: latency of each request, by its start time", line = 3)
+  draw_phases(TRUE)
+  draw_transitions()
+  size <- c(trivial = 0.35, guarded = 0.35, unguarded = 0.6)
+  graphics::abline(h = 1000 * downstream_timeout, col = "grey30", lty = 4)
+  for (ep in c("trivial", "guarded", "unguarded")) {
+    x <- r[r$endpoint == ep, ]
+    graphics::points(x$start, pmax(x$latency_ms, 0.1), pch = 16, cex = size[[ep]],
+                     col = grDevices::adjustcolor(cols[[ep]], alpha.f = 0.4))
+  }
+  usr <- graphics::par("usr")
+  graphics::legend(x = mean(xlim), y = 10^usr[4], xjust = 0.5, yjust = 0, xpd = NA, horiz = TRUE,
+    bty = "n", cex = 0.8, seg.len = 1.5, x.intersp = 0.5,
+    legend = c("/trivial", "/guarded", "/unguarded", "-> OPEN", "-> HALF_OPEN", "-> CLOSED",
+               "downstream timeout"),
+    col = c(cols, "#d2322d", "#e69f00", "#2e8b57", "grey30"),
+    pch = c(16, 16, 16, NA, NA, NA, NA), lty = c(NA, NA, NA, 2, 2, 2, 4))
+  graphics::box()
+
+  # Answers per second in each turn, for the endpoint whose turn it was.
+  graphics::par(mar = c(4, 4.5, 0.5, 1))
+  turns <- result$turns
+  turn_rate <- vapply(seq_len(nrow(turns)), function(k) {
+    x <- r$end[r$endpoint == turns$endpoint[[k]] & r$status > 0]
+    sum(x >= turns$start[[k]] & x < turns$end[[k]]) / max(turns$end[[k]] - turns$start[[k]], 1e-3)
+  }, numeric(1))
+  graphics::plot(NA, xlim = xlim, ylim = c(0, max(turn_rate, 1, na.rm = TRUE)),
+                 xlab = "seconds since start", ylab = "answers / s in its turns")
+  draw_phases(FALSE)
+  draw_transitions()
+  for (ep in c("trivial", "guarded", "unguarded")) {
+    k <- turns$endpoint == ep
+    graphics::lines((turns$start[k] + turns$end[k]) / 2, turn_rate[k], type = "o", pch = 16,
+                    cex = 0.4, col = cols[[ep]], lwd = 1.2)
+  }
+  graphics::box()
+  invisible(file)
+}
