@@ -6,7 +6,9 @@
 //   - the sliding window is a std::vector of every call added since the window
 //     was last emptied, with its timestamp; totals are recounted by a loop;
 //   - probes in flight are a std::map from lease serial to (slot, start time);
-//   - the transition log is a std::vector of every transition ever made.
+//   - the transition log is a std::vector of every transition ever made;
+//   - the activity history is a std::map from the index of every 5-second
+//     bucket that ever saw activity to its counts (nothing is recycled).
 // It shares nothing with breaker.hpp or window.hpp. From the core it uses only
 // the vocabulary of types.hpp, Config / validate / make_settings of config.hpp
 // and uniform01 of random.hpp (so that jitter draws the same numbers).
@@ -70,6 +72,14 @@ struct Transition {
   State to = State::Closed;
 };
 
+// One bucket of the activity history: the calls (recorded results, the same
+// ones totals.calls counts), failures, slow calls and rejections whose time
+// falls in [index * 5 s, (index + 1) * 5 s).
+struct ActivityBucket {
+  std::int64_t index = 0;
+  std::uint64_t calls = 0, failures = 0, slow = 0, rejected = 0;
+};
+
 struct Snapshot {
   State state = State::Closed;
   std::uint64_t generation = 0;
@@ -95,6 +105,9 @@ class Model {
  public:
   static constexpr std::size_t kLogCapacity = 32;
   static constexpr std::int64_t kBuckets = 10;
+  // The activity history covers the last five minutes in 5-second buckets.
+  static constexpr std::int64_t kHistoryBuckets = 60;
+  static constexpr Nanos kHistoryWidth = 5 * circuitbreaker::kNanosPerSecond;
 
   Model(const Config& config, Nanos now) {
     s_ = circuitbreaker::make_settings(config);
@@ -110,7 +123,7 @@ class Model {
   Admission acquire(Nanos now) {
     expire_probes(now);
     if (state_ == State::Closed) {
-      if (ramping_ && !ramp_admits(now)) return reject(Rejection::RampUp, 0);
+      if (ramping_ && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
       return grant(Kind::Counted, now);
     }
     if (state_ == State::Open) {
@@ -118,10 +131,10 @@ class Model {
         transition(State::HalfOpen, now);
         return take_probe(now);
       }
-      return reject(Rejection::Open, opened_at_ + open_duration_ - now);
+      return reject(Rejection::Open, opened_at_ + open_duration_ - now, now);
     }
     if (state_ == State::HalfOpen) return take_probe(now);
-    if (state_ == State::ForcedOpen) return reject(Rejection::ForcedOpen, kNever);
+    if (state_ == State::ForcedOpen) return reject(Rejection::ForcedOpen, kNever, now);
     return grant(Kind::PassThrough, now);  // Disabled
   }
 
@@ -136,7 +149,7 @@ class Model {
     }
     const bool failed = outcome == Outcome::Failure;
     const bool slow = s_.slow_tracking && (now - p.started_at) > s_.slow_call_duration;
-    count(failed, slow);
+    count(failed, slow, now);
     if (!current) {
       totals_.late += 1;
       return;
@@ -181,7 +194,7 @@ class Model {
       return;
     }
     const bool failed = outcome == Outcome::Failure;
-    count(failed, false);
+    count(failed, false, now);
     switch (state_) {
       case State::Closed:
         closed_result(failed, false, now, -1);
@@ -307,6 +320,19 @@ class Model {
     return kept;
   }
 
+  // The buckets of the last kHistoryBuckets (the one holding `now` and the
+  // 59 before it, none before time 0) that saw any activity, oldest first.
+  // `now` must not be earlier than the last operation's time.
+  std::vector<ActivityBucket> history(Nanos now) const {
+    std::vector<ActivityBucket> out;
+    const std::int64_t k = now / kHistoryWidth;
+    const std::int64_t first = std::max<std::int64_t>(0, k - kHistoryBuckets + 1);
+    for (auto it = activity_.lower_bound(first); it != activity_.end() && it->first <= k; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
   // Exposed for the test harness (to pick interesting clock advances).
   Nanos open_deadline() const { return opened_at_ + open_duration_; }
   Nanos oldest_probe_start() const {
@@ -359,8 +385,9 @@ class Model {
     return a;
   }
 
-  Admission reject(Rejection why, Nanos retry_after) {
+  Admission reject(Rejection why, Nanos retry_after, Nanos now) {
     totals_.rejected += 1;
+    activity_at(now).rejected += 1;
     Admission a;
     a.permitted = false;
     a.rejection = why;
@@ -382,7 +409,7 @@ class Model {
   }
 
   Admission take_probe(Nanos now) {
-    if (probes_full()) return reject(Rejection::HalfOpenFull, half_open_retry_after(now));
+    if (probes_full()) return reject(Rejection::HalfOpenFull, half_open_retry_after(now), now);
     std::uint32_t slot = 0;
     while (slot_taken(slot)) ++slot;
     last_lease_ += 1;
@@ -430,7 +457,11 @@ class Model {
     return false;
   }
 
-  void count(bool failed, bool slow) {
+  void count(bool failed, bool slow, Nanos now) {
+    ActivityBucket& b = activity_at(now);
+    b.calls += 1;
+    if (failed) b.failures += 1;
+    if (slow) b.slow += 1;
     totals_.calls += 1;
     if (failed) {
       totals_.failures += 1;
@@ -438,6 +469,13 @@ class Model {
       totals_.successes += 1;
     }
     if (slow) totals_.slow += 1;
+  }
+
+  ActivityBucket& activity_at(Nanos now) {
+    const std::int64_t k = now / kHistoryWidth;
+    ActivityBucket& b = activity_[k];
+    b.index = k;
+    return b;
   }
 
   void failure_seen(Nanos now) {
@@ -563,6 +601,7 @@ class Model {
   Counters totals_;
   std::vector<Event> window_;     // every call since the window was emptied
   std::vector<Transition> log_;   // every transition ever made
+  std::map<std::int64_t, ActivityBucket> activity_;  // bucket index -> counts
 };
 
 }  // namespace cbmodel

@@ -27,6 +27,7 @@
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
+#include "model_compare.hpp"
 #include "reference_model.hpp"
 
 namespace cb = circuitbreaker;
@@ -37,6 +38,11 @@ using cb::State;
 using cb::WindowType;
 
 namespace {
+
+// describe(Config), outcome_name, kind_name and the comparison itself (Diff,
+// compare, compare_log, compare_all) live in model_compare.hpp, shared with
+// the fuzzer.
+using namespace cbcompare;
 
 constexpr std::uint64_t kDefaultSeed = 20240601;
 constexpr std::uint64_t kDefaultOps = 1000000;
@@ -81,31 +87,6 @@ class Rng {
 // ---------------------------------------------------------------------------
 // Random valid configurations.
 
-std::string fmt_opt(const std::optional<double>& v) {
-  if (!v) return "NULL";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", *v);
-  return buf;
-}
-
-std::string describe(const Config& c) {
-  std::ostringstream o;
-  o.precision(17);
-  o << "failure_threshold=" << c.failure_threshold
-    << " recovery_timeout=" << c.recovery_timeout
-    << " failure_rate_threshold=" << fmt_opt(c.failure_rate_threshold)
-    << " window_type=" << (c.window_type == WindowType::Count ? "count" : "time")
-    << " window_size=" << fmt_opt(c.window_size)
-    << " minimum_calls=" << fmt_opt(c.minimum_calls)
-    << " slow_call_duration=" << fmt_opt(c.slow_call_duration)
-    << " slow_call_rate_threshold=" << fmt_opt(c.slow_call_rate_threshold)
-    << " half_open_max_calls=" << c.half_open_max_calls
-    << " half_open_max_wait=" << fmt_opt(c.half_open_max_wait)
-    << " backoff_multiplier=" << c.backoff_multiplier
-    << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
-    << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up << " seed=" << c.seed;
-  return o.str();
-}
 
 class ConfigGen {
  public:
@@ -290,23 +271,6 @@ struct Op {
   std::size_t max = 0;
 };
 
-const char* outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::Success: return "success";
-    case Outcome::Failure: return "failure";
-    case Outcome::Ignored: return "ignored";
-  }
-  return "?";
-}
-
-const char* kind_name(cbmodel::Kind k) {
-  switch (k) {
-    case cbmodel::Kind::Counted: return "counted";
-    case cbmodel::Kind::Probe: return "probe";
-    case cbmodel::Kind::PassThrough: return "pass-through";
-  }
-  return "?";
-}
 
 struct Held {
   std::size_t id = 0;
@@ -350,111 +314,6 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
   return o.str();
 }
 
-// ---------------------------------------------------------------------------
-// Comparison.
-
-bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
-template <typename T>
-bool same(T a, T b) { return a == b; }
-
-std::string show(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-std::string show(State s) { return cb::state_name(s); }
-std::string show(cb::Rejection r) { return cb::rejection_name(r); }
-std::string show(bool b) { return b ? "true" : "false"; }
-template <typename T>
-std::string show(T v) { return std::to_string(v); }
-
-class Diff {
- public:
-  template <typename A, typename B>
-  void check(const char* what, const A& breaker, const B& model) {
-    if (!same(breaker, static_cast<A>(model))) {
-      out_ << "  " << what << ": breaker " << show(breaker) << ", model "
-           << show(static_cast<A>(model)) << "\n";
-    }
-  }
-  void note(const std::string& s) { out_ << "  " << s << "\n"; }
-  std::string text() const { return out_.str(); }
-  bool empty() const { return out_.str().empty(); }
-
- private:
-  std::ostringstream out_;
-};
-
-void compare(Diff& d, const cb::Snapshot& a, const cbmodel::Snapshot& m) {
-  d.check("state", a.state, m.state);
-  d.check("generation", a.generation, m.generation);
-  d.check("now", a.now, m.now);
-  d.check("state_since", a.state_since, m.state_since);
-  d.check("consecutive_failures", a.consecutive_failures, m.consecutive_failures);
-  d.check("has_failure", a.has_failure, m.has_failure);
-  d.check("last_failure_at", a.last_failure_at, m.last_failure_at);
-  d.check("totals.calls", a.totals.calls, m.totals.calls);
-  d.check("totals.successes", a.totals.successes, m.totals.successes);
-  d.check("totals.failures", a.totals.failures, m.totals.failures);
-  d.check("totals.slow", a.totals.slow, m.totals.slow);
-  d.check("totals.ignored", a.totals.ignored, m.totals.ignored);
-  d.check("totals.rejected", a.totals.rejected, m.totals.rejected);
-  d.check("totals.released", a.totals.released, m.totals.released);
-  d.check("totals.late", a.totals.late, m.totals.late);
-  d.check("totals.expired", a.totals.expired, m.totals.expired);
-  d.check("totals.times_opened", a.totals.times_opened, m.totals.times_opened);
-  d.check("window.calls", a.window.calls, m.window.calls);
-  d.check("window.failures", a.window.failures, m.window.failures);
-  d.check("window.slow", a.window.slow, m.window.slow);
-  d.check("failure_rate", a.failure_rate, m.failure_rate);
-  d.check("slow_rate", a.slow_rate, m.slow_rate);
-  d.check("open_duration", a.open_duration, m.open_duration);
-  d.check("retry_after", a.retry_after, m.retry_after);
-  d.check("probes_in_flight", a.probes_in_flight, m.probes_in_flight);
-  d.check("probe_successes", a.probe_successes, m.probe_successes);
-  d.check("consecutive_opens", a.consecutive_opens, m.consecutive_opens);
-  d.check("ramp_share", a.ramp_share, m.ramp_share);
-  d.check("last_transition", a.last_transition, m.last_transition);
-}
-
-cbmodel::Kind kind_of(cb::PermitKind k) {
-  switch (k) {
-    case cb::PermitKind::Counted: return cbmodel::Kind::Counted;
-    case cb::PermitKind::Probe: return cbmodel::Kind::Probe;
-    case cb::PermitKind::PassThrough: return cbmodel::Kind::PassThrough;
-  }
-  return cbmodel::Kind::Counted;
-}
-
-void compare(Diff& d, const cb::Admission& a, const cbmodel::Admission& m) {
-  d.check("admission.permitted", a.permitted, m.permitted);
-  d.check("admission.rejection", a.rejection, m.rejection);
-  d.check("admission.retry_after", a.retry_after, m.retry_after);
-  if (a.permitted && m.permitted) {
-    if (kind_of(a.permit.kind) != m.permit.kind) {
-      d.note(std::string("permit.kind: breaker ") + kind_name(kind_of(a.permit.kind)) +
-             ", model " + kind_name(m.permit.kind));
-    }
-    d.check("permit.generation", a.permit.generation, m.permit.generation);
-    d.check("permit.started_at", a.permit.started_at, m.permit.started_at);
-    if (m.permit.kind == cbmodel::Kind::Probe) {
-      d.check("permit.lease", a.permit.lease, m.permit.lease);
-      d.check("permit.slot", static_cast<std::uint32_t>(a.permit.slot), m.permit.slot);
-    }
-  }
-}
-
-void compare_log(Diff& d, const cb::Transition* a, std::size_t n,
-                 const std::vector<cbmodel::Transition>& m) {
-  d.check("transitions_since().size", n, m.size());
-  for (std::size_t i = 0; i < n && i < m.size(); ++i) {
-    const std::string at = "transitions_since()[" + std::to_string(i) + "].";
-    d.check((at + "seq").c_str(), a[i].seq, m[i].seq);
-    d.check((at + "at").c_str(), a[i].at, m[i].at);
-    d.check((at + "from").c_str(), a[i].from, m[i].from);
-    d.check((at + "to").c_str(), a[i].to, m[i].to);
-  }
-}
 
 // ---------------------------------------------------------------------------
 // One scenario.
@@ -705,17 +564,13 @@ class Scenario {
   }
 
   bool check(const cb::Admission* real_adm, const cbmodel::Admission* model_adm) {
-    Diff d;
-    if (real_adm != nullptr) compare(d, *real_adm, *model_adm);
-    compare(d, breaker_->snapshot(now_), model_->snapshot(now_));
     const Op* op = ops_.empty() ? nullptr : &ops_.back();
     const std::uint64_t after = op ? op->after : 0;
     const std::size_t max = op ? op->max : 40;
-    cb::Transition buf[64];
-    const std::size_t n = breaker_->transitions_since(after, buf, max);
-    compare_log(d, buf, n, model_->transitions_since(after, max));
-    if (d.empty()) return true;
-    report(d.text());
+    const std::string diff =
+        compare_all(*breaker_, *model_, now_, real_adm, model_adm, after, max);
+    if (diff.empty()) return true;
+    report(diff);
     return false;
   }
 

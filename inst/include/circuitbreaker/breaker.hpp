@@ -100,6 +100,7 @@ class TransitionLog {
   // (at most `max` of them, the newest kept when more are available).
   std::size_t since(std::uint64_t after, Transition* out,
                     std::size_t max) const noexcept {
+    if (after >= last_seq_) return 0;  // also keeps after + 1 from wrapping
     std::uint64_t first = after + 1;
     const std::uint64_t oldest_kept =
         last_seq_ > kCapacity ? last_seq_ - kCapacity + 1 : 1;

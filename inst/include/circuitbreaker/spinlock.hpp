@@ -2,6 +2,12 @@
 // dozen instructions and never call out (no user code, no allocation, no I/O),
 // so spinning beats a mutex, and the lock is a single byte that could live in
 // shared memory beside the state it guards.
+//
+// It is not fair: two threads hammering one breaker without pause may see
+// one of them served far more often (bench/RESULTS.md). A ticket lock was
+// tried and was worse: on a loaded 2-core machine a waiter whose turn came
+// while it was descheduled stalled everyone (1.5 us per lock instead of 24 ns).
+// R drives a breaker from one thread, where none of this arises.
 #ifndef CIRCUITBREAKER_SPINLOCK_HPP
 #define CIRCUITBREAKER_SPINLOCK_HPP
 
