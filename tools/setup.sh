@@ -21,6 +21,13 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 # Chromium for the one real-browser test of the Shiny app.
 system_packages=(g++ make catch2 pandoc prometheus chromium)
 system_commands=(g++ make pandoc promtool chromium)
+# With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
+# libFuzzer target (tests/cpp, `make fuzz`).
+if [ "${CB_SETUP_HARDENING:-0}" = 1 ]; then
+  system_packages+=(clang-14 libclang-rt-14-dev)
+  system_commands+=(clang++-14)
+  [ -n "$(ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] || need_fuzzer=1
+fi
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi
@@ -31,7 +38,7 @@ missing_r_packages() {
 }
 
 missing=$(missing_r_packages "${r_packages[@]}")
-need_system=0
+need_system=${need_fuzzer:-0}
 [ -f /usr/include/catch2/catch.hpp ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
