@@ -7,10 +7,17 @@
 # abandoned promise costs nothing there. A result that arrives after the
 # breaker changed state only updates the counters (the core's generations).
 
-breaker_execute_async <- function(request_func, fallback_func = NULL) {
+breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_fallback = FALSE) {
   check_installed("promises", "$execute_async()")
+  if (!identical(immediate_fallback, FALSE)) check_flag(immediate_fallback, "immediate_fallback")
   permit <- .Call(cb_acquire, ptr, request_func, fallback_func)
   if (is.null(permit) || is.integer(permit)) {
+    if (isTRUE(immediate_fallback)) {
+      # The fallback's value itself (or the circuit_breaker_open error, now):
+      # plumber answers a plain value synchronously, which costs several
+      # times less than a promise (bench/RESULTS.md, the avalanche section).
+      return(private$rejected(fallback_func))
+    }
     # Rejected: resolve at once with the fallback, or reject with the
     # circuit_breaker_open condition.
     return(promises::promise_resolve(NULL) |>
@@ -64,15 +71,27 @@ breaker_execute_async <- function(request_func, fallback_func = NULL) {
 #' In `HALF_OPEN`, only `half_open_max_calls` concurrent probes are sent; the
 #' other calls get the fallback at once.
 #'
+#' With `immediate_fallback = TRUE`, a call the breaker rejects returns the
+#' fallback's value itself instead of a promise of it (or, without a fallback,
+#' signals the `circuit_breaker_open` error at once). plumber endpoints may
+#' return either, and a plain value is served several times faster than a
+#' promise: an API whose breaker is open then answers as fast as a synchronous
+#' one, while calls that are made still do not block the process. Do not use it
+#' where the caller chains the result with `promises::then()`.
+#'
 #' @inheritParams breaker_perform
-#' @return A promise.
+#' @param immediate_fallback `FALSE` (always a promise) or `TRUE` (the
+#'   fallback's value itself when the call is rejected).
+#' @return A promise, or with `immediate_fallback = TRUE` and a rejected call,
+#'   the fallback's value.
 #' @examples
 #' \dontrun{
 #' breaker_fetch_async("http://127.0.0.1:8000/items", fallback = function() NULL) |>
 #'   promises::then(function(res) if (is.list(res)) res$status_code)
 #' }
 #' @export
-breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NULL) {
+breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NULL,
+                                  immediate_fallback = FALSE) {
   check_installed("httr2", "breaker_perform_async()")
   if (!exists("req_perform_promise", envir = asNamespace("httr2"), inherits = FALSE)) {
     cli::cli_abort(
@@ -84,10 +103,11 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
   req <- check_httr2_request(req)
   check_breaker(breaker)
   check_fallback(fallback)
+  check_flag(immediate_fallback, "immediate_fallback")
   perform_promise <- get("req_perform_promise", envir = asNamespace("httr2"))
   breaker$execute_async(function() {
     perform_promise(without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout)))
-  }, fallback)
+  }, fallback, immediate_fallback = immediate_fallback)
 }
 
 #' @rdname breaker_perform_async
@@ -95,19 +115,20 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
 #'   `curl::new_pool()`.
 #' @export
 breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), fallback = NULL,
-                                pool = NULL) {
+                                pool = NULL, immediate_fallback = FALSE) {
   check_installed("curl", "breaker_fetch_async()")
   check_installed("later", "breaker_fetch_async()")
   check_url(url)
   check_breaker(breaker)
   check_fallback(fallback)
+  check_flag(immediate_fallback, "immediate_fallback")
   if (!is.null(pool) && !inherits(pool, "curl_multi")) {
     abort_bad_argument("pool", "NULL or a curl pool from `curl::new_pool()`", pool)
   }
   check_handle(handle)
   breaker$execute_async(function() {
     curl_fetch_promise(url, handle_with_timeout(handle, breaker$config$timeout), pool %||% curl::new_pool())
-  }, fallback)
+  }, fallback, immediate_fallback = immediate_fallback)
 }
 
 # curl::curl_fetch_multi() as a promise, polled from the later event loop.

@@ -3,36 +3,75 @@
 #' @description
 #' Shows, with real processes and real HTTP on 127.0.0.1, what a circuit
 #' breaker does for a single-threaded plumber API whose downstream service
-#' hangs and then fails, and what happens without one.
+#' hangs and then fails, what happens without one, and why the guarded call
+#' should be asynchronous.
 #'
 #' The demonstration starts, each in its own background R process:
 #' * a **downstream** service (webfakes, several threads) that is healthy,
 #'   then *hangs* (answers only after `downstream_timeout + 1` seconds), then
 #'   *fails* (HTTP 503 at once), then is healthy again. This process switches
 #'   it from one phase to the next through a control endpoint.
-#' * three identical **plumber APIs** (`inst/avalanche/api.R`) with the
-#'   endpoints `/trivial` (no downstream call: the physical limit of the
-#'   process), `/guarded` (the downstream call, `curl::curl_fetch_memory()`,
-#'   through a breaker's `$execute()` with a fallback) and `/unguarded` (the
-#'   same call without a breaker; an error JSON when it fails). Each copy
-#'   receives the traffic of one endpoint.
+#' * four identical **plumber APIs** (`inst/avalanche/api.R`), each receiving
+#'   the traffic of one of its endpoints:
+#'   * `/trivial`: no downstream call, the physical limit of the process;
+#'   * `/guarded`: the downstream call, `curl::curl_fetch_memory()`, through a
+#'     breaker's `$execute()` with a fallback (synchronous);
+#'   * `/guarded-async`: the same call through a breaker of its own (same
+#'     settings) with [breaker_fetch_async()] and a fallback: the endpoint
+#'     returns a promise, which plumber serves asynchronously;
+#'   * `/unguarded`: the same call without a breaker (an error JSON when it
+#'     fails).
 #'
 #' Through each phase it loads the endpoints in turns of `slice_seconds`
-#' (trivial, guarded, unguarded, trivial, ...), keeping `concurrency`
-#' requests in flight at the endpoint whose turn it is (closed-loop load
-#' from this R process with curl's multi interface, every request with
-#' `Connection: close`). It then prints requests per second, median and
-#' 99th-percentile latencies, the shares of fallback answers and of errors,
-#' the breaker's state transitions and the headline checks, and draws the
-#' latencies over time.
+#' (trivial, guarded, guarded-async, unguarded, trivial, ...), keeping
+#' `concurrency` requests in flight at the endpoint whose turn it is
+#' (closed-loop load from this R process with curl's multi interface, every
+#' request with `Connection: close`). It then prints requests per second,
+#' median and 99th-percentile latencies, the shares of fallback answers and
+#' of errors, both breakers' state transitions and the headline checks (for
+#' each guarded endpoint), and draws the latencies over time.
 #'
-#' @section Three processes, loaded in turns:
-#' One plumber process serves one request at a time, so the three endpoints
-#' run in three identical processes: the unguarded endpoint's backlog
-#' (requests queued behind downstream calls that each block for
-#' `downstream_timeout` seconds) cannot delay the other endpoints, and the
-#' breaker lives on across turns and phases, seeing traffic every few tenths
-#' of a second (it moves from `OPEN` to `HALF_OPEN` lazily, on the next call).
+#' @section Why asynchronous matters:
+#' While the breaker is open, both guarded endpoints answer with the fallback
+#' at once. But every `recovery_timeout` the breaker lets one probe through
+#' (`HALF_OPEN`), and while the downstream hangs that probe waits
+#' `downstream_timeout` seconds. In the synchronous `/guarded` the probe
+#' blocks the single-threaded process for all that time: every request
+#' arriving meanwhile queues behind it. With steady traffic that caps
+#' `/guarded` at about `recovery_timeout / (recovery_timeout +
+#' downstream_timeout)` of `/trivial`'s rate (95% with the defaults, a probe
+#' every 20 s and a 1 s timeout; 60% with a 3 s `recovery_timeout` and a 2 s
+#' timeout) in a long hanging phase, and the queued requests wait up to
+#' `downstream_timeout`.
+#'
+#' `/guarded-async` makes the same call with `curl::curl_fetch_multi()` as a
+#' promise polled on the `later` event loop, which plumber (httpuv) runs
+#' between requests: while the probe is in flight the process goes on serving,
+#' and the requests arriving meanwhile find the breaker's only probe slot
+#' (`half_open_max_calls = 1`) taken and get the fallback at once. Only the
+#' probe's own request waits. The asynchronous breaker also opens sooner when
+#' the downstream starts hanging: the calls in flight time out together, not
+#' one after the other.
+#'
+#' The price of the asynchronous endpoint is its cost per request: an
+#' endpoint that returns a promise costs the process several times the CPU
+#' of one that answers synchronously (the promises themselves, and httpuv's
+#' and plumber's asynchronous steps). `/guarded-async` therefore calls
+#' `breaker_fetch_async(..., immediate_fallback = TRUE)`: a call the open
+#' breaker rejects comes back as the fallback's plain value, which plumber
+#' serves as cheaply as a synchronous answer; only calls that are made pay
+#' for a promise. The report shows the comparison between probes, and
+#' `/guarded` answering the same fallback synchronously.
+#'
+#' @section Four processes, loaded in turns:
+#' One plumber process serves one request at a time (an asynchronous
+#' endpoint lets it interleave requests, but not run two at once), so the
+#' four endpoints run in four identical processes: the unguarded endpoint's
+#' backlog (requests queued behind downstream calls that each block for
+#' `downstream_timeout` seconds) cannot delay the other endpoints, and each
+#' breaker lives on across turns and phases, seeing traffic in every round of
+#' turns, every `4 * slice_seconds` seconds (it moves from `OPEN` to
+#' `HALF_OPEN` lazily, on the next call).
 #'
 #' The processes are loaded in short turns rather than all at once because
 #' on a machine with few cores the busy processes compete for them: loaded
@@ -56,29 +95,30 @@
 #' @section What is measured:
 #' * `req_per_s`: answers (any HTTP status) to the requests that started in
 #'   the phase that arrived during the endpoint's own turns, per second of
-#'   those turns (`turn_seconds`, about a third of the phase).
+#'   those turns (`turn_seconds`, about a quarter of the phase).
 #' * `p50_ms`, `p99_ms`, `fallback_share`, `error_share`: over the requests
 #'   that started in the phase. An error is a request without an HTTP answer
 #'   or with a status of 500 or more.
-#' * The headline checks for the hanging and failing phases count only the
-#'   requests that started after the breaker opened: after the phase's first
-#'   `CLOSED` to `OPEN` transition. (If the phase began with the breaker
-#'   `OPEN`, the whole phase counts; if it began `HALF_OPEN`, with a probe sent
-#'   in the phase before still waiting, the count starts when that probe
-#'   failed.) Targets: `/guarded` serves at least 90% of `/trivial`'s
-#'   requests per second, with a p99 latency at most twice `/trivial`'s.
+#' * The headline checks, for `/guarded` and for `/guarded-async` each with
+#'   its own breaker. For the hanging and failing phases they count only the
+#'   requests that started after that endpoint's breaker opened: after the
+#'   phase's first `CLOSED` to `OPEN` transition. (If the phase began with
+#'   the breaker `OPEN`, the whole phase counts; if it began `HALF_OPEN`, with
+#'   a probe sent in the phase before still waiting, the count starts when
+#'   that probe failed.) Targets: the guarded endpoint serves at least 90% of
+#'   `/trivial`'s requests per second (over the same span), with a p99 latency
+#'   at most twice `/trivial`'s.
 #' * `/unguarded` during the hanging phase should be limited by the
 #'   downstream timeout: at most one answer per `downstream_timeout`. Its
 #'   requests wait far longer than a turn, so it is busy the whole phase and
 #'   this check counts its answers over the whole phase.
-#' * After the downstream recovers, the breaker should close within one
+#' * After the downstream recovers, each breaker should close within one
 #'   `recovery_timeout` plus one probe (at most `downstream_timeout`).
 #'
-#' A probe made while the downstream hangs blocks the guarded process for
-#' `downstream_timeout` seconds, like any other call that times out; with
-#' steady traffic that caps `/guarded` at about `recovery_timeout /
-#' (recovery_timeout + downstream_timeout)` of `/trivial`'s rate in a long
-#' hanging phase. The report also gives the comparison between probes.
+#' The report also gives, for each guarded endpoint, the comparison leaving
+#' out the time its breaker was `HALF_OPEN` (a probe in flight), which
+#' separates the cost of probing from the cost of answering with the
+#' fallback.
 #'
 #' @param phase_seconds Seconds of each phase: four positive numbers named
 #'   `healthy`, `hanging`, `failing` and `recovered` (in any order), or
@@ -87,34 +127,47 @@
 #'   from 1 to 64.
 #' @param downstream_timeout Seconds the API waits for the downstream before
 #'   giving up (0.05 to 30). The hanging downstream answers one second later.
-#' @param recovery_timeout The breaker's `recovery_timeout`, in seconds (0.05
+#' @param recovery_timeout The breakers' `recovery_timeout`, in seconds (0.05
 #'   to 300).
-#' @param failure_threshold The breaker's `failure_threshold`: consecutive
-#'   failures that open it, a whole number from 1 to 100. Each failure while
-#'   the downstream hangs blocks the guarded process for
-#'   `downstream_timeout` seconds, so the breaker opens about
-#'   `failure_threshold * downstream_timeout` seconds into the hanging phase.
+#' @param failure_threshold The breakers' `failure_threshold`: consecutive
+#'   failures that open them, a whole number from 1 to 100. Each failure
+#'   while the downstream hangs blocks the synchronous `/guarded` process for
+#'   `downstream_timeout` seconds, so its breaker opens about
+#'   `failure_threshold * downstream_timeout` seconds into the hanging phase;
+#'   `/guarded-async`'s calls time out concurrently, so its breaker opens
+#'   about `downstream_timeout` seconds after the first call (if
+#'   `concurrency` is at least `failure_threshold`).
 #' @param slice_seconds Length of each endpoint's turn, in seconds: from 0.05
-#'   to a third of the shortest phase, so that each endpoint has a turn in
+#'   to a quarter of the shortest phase, so that each endpoint has a turn in
 #'   every phase.
 #' @param plot_file `NULL` (no plot) or the path of the PNG file to write.
 #' @param quiet If `TRUE`, print nothing.
 #' @return Invisibly, a list:
-#'   * `requests`: one row per request: `endpoint`, `phase`, `start` and `end`
-#'     (seconds since the healthy phase began; `end` is `NA` for a request
-#'     still unanswered when the run ended), `latency_ms`, `status` (HTTP
-#'     status, 0 for none), `fallback`, `error`.
+#'   * `requests`: one row per request: `endpoint` (`"trivial"`,
+#'     `"guarded"`, `"guarded-async"` or `"unguarded"`), `phase`, `start` and
+#'     `end` (seconds since the healthy phase began; `end` is `NA` for a
+#'     request still unanswered when the run ended), `latency_ms`, `status`
+#'     (HTTP status, 0 for none), `fallback`, `error`.
 #'   * `summary`: one row per phase and endpoint with `seconds` (of the
 #'     phase), `requests`, `turn_seconds`, `req_per_s`, `p50_ms`, `p99_ms`,
-#'     `fallback_share`, `error_share` and `transitions` (the guarded
-#'     breaker's, on its rows).
-#'   * `transitions`: the guarded breaker's state changes: `time` (seconds
-#'     since the healthy phase began), `phase`, `from`, `to`.
+#'     `fallback_share`, `error_share` and `transitions` (the endpoint's
+#'     breaker's, on the guarded endpoints' rows).
+#'   * `transitions`: both breakers' state changes: `endpoint` (`"guarded"`
+#'     or `"guarded-async"`), `time` (seconds since the healthy phase began),
+#'     `phase`, `from`, `to`.
 #'   * `checks`: a list with `passed` (named logical) and `values` (named
-#'     numbers) for the headline checks, and `state_at_start` (the breaker's
-#'     state when the hanging and failing phases began).
+#'     numbers) for the headline checks, and `state_at_start` (each breaker's
+#'     state when the hanging and failing phases began). The names of the
+#'     guarded endpoints' checks begin with `guarded_` or `guarded_async_`:
+#'     `<prefix>_hanging_req_per_s_share`, `<prefix>_hanging_p99_ratio`, the
+#'     same for `failing`, `<prefix>_opened_during_outage`,
+#'     `<prefix>_fallbacks_while_open`, `<prefix>_closed_after_recovery` and
+#'     `<prefix>_closed_within_target`; those of `/unguarded` with
+#'     `unguarded_`.
 #'   * `phases`: the phases' actual start and end times; `turns`: each
 #'     endpoint's turns (`endpoint`, `phase`, `start`, `end`).
+#'   * `breaker_metrics`: each breaker's `$metrics()` at the end of the run, a
+#'     list named `guarded` and `guarded-async`.
 #'   * `plot_file`: the PNG's path, or `NULL`.
 #'
 #' @examples
@@ -125,16 +178,16 @@
 #'
 #' # A short run without output.
 #' res <- breaker_avalanche_demo(
-#'   phase_seconds = c(healthy = 1.5, hanging = 3, failing = 3, recovered = 3),
+#'   phase_seconds = c(healthy = 2, hanging = 3, failing = 3, recovered = 3),
 #'   concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
 #'   plot_file = tempfile(fileext = ".png"), quiet = TRUE
 #' )
 #' }
 #' @export
-breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 20,
-                                                     failing = 15, recovered = 15),
-                                   concurrency = 8, downstream_timeout = 2,
-                                   recovery_timeout = 3, failure_threshold = 3,
+breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
+                                                     failing = 20, recovered = 25),
+                                   concurrency = 8, downstream_timeout = 1,
+                                   recovery_timeout = 20, failure_threshold = 3,
                                    slice_seconds = 0.5, plot_file = "avalanche.png",
                                    quiet = FALSE) {
   call <- rlang::current_env()
@@ -143,8 +196,8 @@ breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 20,
   avalanche_check_number(downstream_timeout, "downstream_timeout", 0.05, 30, call = call)
   avalanche_check_number(recovery_timeout, "recovery_timeout", 0.05, 300, call = call)
   failure_threshold <- avalanche_check_whole(failure_threshold, "failure_threshold", 1, 100, call = call)
-  avalanche_check_number(slice_seconds, "slice_seconds", 0.05, max(0.05, min(phase_seconds) / 3),
-                         call = call)
+  avalanche_check_number(slice_seconds, "slice_seconds", 0.05,
+                         max(0.05, min(phase_seconds) / length(avalanche_endpoints)), call = call)
   if (!is.null(plot_file) &&
       (!is.character(plot_file) || length(plot_file) != 1L || is.na(plot_file) ||
        !nzchar(plot_file) || !dir.exists(dirname(plot_file)))) {
@@ -169,7 +222,7 @@ breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 20,
 
   downstream <- avalanche_start_downstream(hang, procs)
   apis <- avalanche_start_apis(
-    c("trivial", "guarded", "unguarded"),
+    avalanche_endpoints,
     env = c(
       AVALANCHE_DOWNSTREAM_URL = downstream$url("/data"),
       AVALANCHE_DOWNSTREAM_TIMEOUT = format(downstream_timeout, digits = 15),
@@ -189,7 +242,9 @@ breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 20,
 
   run <- avalanche_drive(urls, downstream, phase_seconds, concurrency, slice_seconds,
                          client_timeout, say)
-  breaker_info <- avalanche_get_json(paste0(apis$guarded$base, "/breaker"))
+  breaker_info <- lapply(stats::setNames(nm = names(avalanche_guarded)), function(ep) {
+    avalanche_get_json(paste0(apis[[ep]]$base, "/breaker?endpoint=", ep))
+  })
   procs$stop_all()
 
   result <- avalanche_analyse(run, breaker_info, downstream_timeout, recovery_timeout)
@@ -209,7 +264,11 @@ avalanche_now <- function() as.numeric(Sys.time())
 avalanche_phase_names <- c("healthy", "hanging", "failing", "recovered")
 avalanche_phase_modes <- c(healthy = "healthy", hanging = "hanging", failing = "failing",
                            recovered = "healthy")
-avalanche_endpoints <- c("trivial", "guarded", "unguarded")
+# The endpoints, in the order of their turns.
+avalanche_endpoints <- c("trivial", "guarded", "guarded-async", "unguarded")
+# The guarded endpoints (each with a breaker of its own) and the prefixes of
+# their checks' names.
+avalanche_guarded <- c(guarded = "guarded", "guarded-async" = "guarded_async")
 
 # At most this many requests per second are started at one endpoint (a bound
 # on the number of requests, far above what a plumber process serves).
@@ -252,7 +311,7 @@ avalanche_check_whole <- function(x, arg, min, max, call) {
 }
 
 avalanche_check_packages <- function(call) {
-  needed <- c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later")
+  needed <- c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later", "promises")
   missing <- needed[!vapply(needed, requireNamespace, logical(1), quietly = TRUE)]
   if (length(missing)) {
     install <- paste0("install.packages(", paste(deparse(missing), collapse = ""), ")")
@@ -448,7 +507,8 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
   phase <- 1L
   active <- 0L
   t0 <- avalanche_now()
-  guarded <- match("guarded", endpoints)
+  # The guarded endpoints' answers say whether they are the fallback.
+  has_fallback <- endpoints %in% names(avalanche_guarded)
   fallback_marker <- "\"fallback\":true"
 
   launch <- function(e) {
@@ -467,7 +527,7 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
         rec_end[i] <<- avalanche_now() - t0
         rec_status[i] <<- res$status_code
         rec_latency[i] <<- res$times[["total"]]
-        if (e == guarded) rec_fallback[i] <<- grepl(fallback_marker, rawToChar(res$content), fixed = TRUE)
+        if (has_fallback[[e]]) rec_fallback[i] <<- grepl(fallback_marker, rawToChar(res$content), fixed = TRUE)
         in_flight[e] <<- in_flight[e] - 1L
         launch(e)
       },
@@ -585,24 +645,30 @@ avalanche_analyse <- function(run, breaker_info, downstream_timeout, recovery_ti
   requests <- run$requests
   requests$error <- requests$status == 0L | requests$status >= 500L
 
-  log <- breaker_info$log
-  transitions <- data.frame(
-    time = as.numeric(unlist(log$time)) - run$t0,
-    from = as.character(unlist(log$from)),
-    to = as.character(unlist(log$to)),
-    stringsAsFactors = FALSE
-  )
-  transitions <- transitions[order(transitions$time), , drop = FALSE]
+  # Both breakers' transitions, each breaker's in time order.
+  transitions <- do.call(rbind, lapply(names(breaker_info), function(ep) {
+    log <- breaker_info[[ep]]$log
+    time <- as.numeric(unlist(log$time)) - run$t0
+    data.frame(
+      endpoint = rep(ep, length(time)),
+      time = time,
+      from = as.character(unlist(log$from)),
+      to = as.character(unlist(log$to)),
+      stringsAsFactors = FALSE
+    )
+  }))
+  transitions <- transitions[order(match(transitions$endpoint, names(breaker_info)), transitions$time),
+                             , drop = FALSE]
   transitions$phase <- avalanche_phase_of(transitions$time, phases)
-  transitions <- transitions[, c("time", "phase", "from", "to")]
+  transitions <- transitions[, c("endpoint", "time", "phase", "from", "to")]
   rownames(transitions) <- NULL
 
   summary <- list()
   for (p in seq_len(nrow(phases))) {
     ph <- phases[p, ]
-    tr <- transitions[transitions$phase == ph$phase, ]
-    tr_text <- paste(sprintf("%.2f %s->%s", tr$time, tr$from, tr$to), collapse = ", ")
     for (ep in avalanche_endpoints) {
+      tr <- transitions[transitions$endpoint == ep & transitions$phase == ph$phase, ]
+      tr_text <- paste(sprintf("%.2f %s->%s", tr$time, tr$from, tr$to), collapse = ", ")
       r <- requests[requests$endpoint == ep & requests$phase == ph$phase, ]
       st <- avalanche_stats(r, run$turns[run$turns$endpoint == ep, ], ph$start, ph$end)
       summary[[length(summary) + 1L]] <- data.frame(
@@ -610,7 +676,7 @@ avalanche_analyse <- function(run, breaker_info, downstream_timeout, recovery_ti
         requests = st$requests, turn_seconds = st$turn_seconds, req_per_s = st$req_per_s,
         p50_ms = st$p50_ms, p99_ms = st$p99_ms,
         fallback_share = st$fallback_share, error_share = st$error_share,
-        transitions = if (ep == "guarded") tr_text else "",
+        transitions = tr_text,
         stringsAsFactors = FALSE
       )
     }
@@ -618,8 +684,9 @@ avalanche_analyse <- function(run, breaker_info, downstream_timeout, recovery_ti
   summary <- do.call(rbind, summary)
   rownames(summary) <- NULL
 
+  final_states <- vapply(breaker_info, function(x) as.character(x$state), character(1))
   checks <- avalanche_checks(requests, run$turns, phases, transitions, downstream_timeout,
-                             recovery_timeout, breaker_info$state)
+                             recovery_timeout, final_states)
   list(
     requests = requests,
     summary = summary,
@@ -627,7 +694,7 @@ avalanche_analyse <- function(run, breaker_info, downstream_timeout, recovery_ti
     checks = checks,
     phases = phases,
     turns = run$turns,
-    breaker_metrics = breaker_info$metrics
+    breaker_metrics = lapply(breaker_info, function(x) x$metrics)
   )
 }
 
@@ -726,51 +793,70 @@ avalanche_half_open_intervals <- function(transitions, from, to) {
   data.frame(start = starts[keep], end = pmin(ends[keep], to))
 }
 
+# The headline checks: for each guarded endpoint (its requests and its
+# breaker's transitions) against /trivial, and for /unguarded.
 avalanche_checks <- function(requests, turns, phases, transitions, downstream_timeout,
-                             recovery_timeout, final_state) {
+                             recovery_timeout, final_states) {
   values <- c()
   passed <- c()
   state_at_start <- c()
-  for (name in c("hanging", "failing")) {
-    ph <- phases[phases$phase == name, ]
-    open <- avalanche_open_from(transitions, ph)
-    open_from <- open$time
-    state_at_start[[name]] <- open$state_at_start
-    values[[paste0(name, "_open_after_s")]] <- open_from - ph$start
-    keys <- paste0(name, c("_guarded_req_per_s", "_trivial_req_per_s", "_req_per_s_share",
-                           "_guarded_p99_ms", "_trivial_p99_ms", "_p99_ratio", "_fallback_share",
-                           "_probe_wait_s", "_between_probes_share"))
-    values[keys] <- NA_real_
-    passed[[paste0(name, "_req_per_s_share")]] <- FALSE
-    passed[[paste0(name, "_p99_ratio")]] <- FALSE
-    if (is.na(open_from)) next
-
-    stats <- function(ep, exclude = NULL) {
-      r <- requests[requests$endpoint == ep & requests$start >= open_from & requests$start < ph$end, ]
-      avalanche_stats(r, turns[turns$endpoint == ep, ], open_from, ph$end, exclude)
-    }
-    g <- stats("guarded")
-    t <- stats("trivial")
-    values[keys[1:7]] <- c(g$req_per_s, t$req_per_s, g$req_per_s / t$req_per_s,
-                           g$p99_ms, t$p99_ms, g$p99_ms / t$p99_ms, g$fallback_share)
-    passed[[paste0(name, "_req_per_s_share")]] <- isTRUE(g$req_per_s / t$req_per_s >= 0.9)
-    passed[[paste0(name, "_p99_ratio")]] <- isTRUE(g$p99_ms / t$p99_ms <= 2)
-
-    # Supplementary: the same comparison leaving out the time the breaker
-    # was HALF_OPEN (a probe waiting), which separates the cost of probing
-    # from the cost of answering with the fallback.
-    gaps <- avalanche_half_open_intervals(transitions, open_from, ph$end)
-    values[[keys[[8]]]] <- sum(gaps$end - gaps$start)
-    values[[keys[[9]]]] <- stats("guarded", gaps)$req_per_s / stats("trivial", gaps)$req_per_s
-  }
-
   hanging <- phases[phases$phase == "hanging", ]
   failing <- phases[phases$phase == "failing", ]
   recovered <- phases[phases$phase == "recovered", ]
-  outage <- transitions$time >= hanging$start & transitions$time < failing$end
-  passed[["opened_during_outage"]] <- any(outage & transitions$from == "CLOSED" & transitions$to == "OPEN")
-  guarded_outage <- requests$endpoint == "guarded" & requests$phase %in% c("hanging", "failing")
-  passed[["fallbacks_while_open"]] <- any(requests$fallback[guarded_outage])
+
+  for (ep in names(avalanche_guarded)) {
+    prefix <- avalanche_guarded[[ep]]
+    tr <- transitions[transitions$endpoint == ep, , drop = FALSE]
+    for (name in c("hanging", "failing")) {
+      ph <- phases[phases$phase == name, ]
+      open <- avalanche_open_from(tr, ph)
+      open_from <- open$time
+      key <- function(what) paste0(prefix, "_", name, "_", what)
+      state_at_start[[paste0(prefix, "_", name)]] <- open$state_at_start
+      values[[key("open_after_s")]] <- open_from - ph$start
+      keys <- key(c("req_per_s", "trivial_req_per_s", "req_per_s_share", "p99_ms",
+                    "trivial_p99_ms", "p99_ratio", "fallback_share", "probe_wait_s",
+                    "between_probes_share"))
+      values[keys] <- NA_real_
+      passed[[key("req_per_s_share")]] <- FALSE
+      passed[[key("p99_ratio")]] <- FALSE
+      if (is.na(open_from)) next
+
+      stats <- function(endpoint, exclude = NULL) {
+        r <- requests[requests$endpoint == endpoint & requests$start >= open_from &
+                        requests$start < ph$end, ]
+        avalanche_stats(r, turns[turns$endpoint == endpoint, ], open_from, ph$end, exclude)
+      }
+      g <- stats(ep)
+      t <- stats("trivial")
+      values[keys[1:7]] <- c(g$req_per_s, t$req_per_s, g$req_per_s / t$req_per_s,
+                             g$p99_ms, t$p99_ms, g$p99_ms / t$p99_ms, g$fallback_share)
+      passed[[key("req_per_s_share")]] <- isTRUE(g$req_per_s / t$req_per_s >= 0.9)
+      passed[[key("p99_ratio")]] <- isTRUE(g$p99_ms / t$p99_ms <= 2)
+
+      # Supplementary: the same comparison leaving out the time the breaker
+      # was HALF_OPEN (a probe waiting), which separates the cost of probing
+      # from the cost of answering with the fallback.
+      gaps <- avalanche_half_open_intervals(tr, open_from, ph$end)
+      values[[keys[[8]]]] <- sum(gaps$end - gaps$start)
+      values[[keys[[9]]]] <- stats(ep, gaps)$req_per_s / stats("trivial", gaps)$req_per_s
+    }
+
+    outage <- tr$time >= hanging$start & tr$time < failing$end
+    passed[[paste0(prefix, "_opened_during_outage")]] <-
+      any(outage & tr$from == "CLOSED" & tr$to == "OPEN")
+    in_outage <- requests$endpoint == ep & requests$phase %in% c("hanging", "failing")
+    passed[[paste0(prefix, "_fallbacks_while_open")]] <- any(requests$fallback[in_outage])
+
+    closed <- tr[tr$time >= recovered$start & tr$to == "CLOSED", ]
+    close_after <- if (nrow(closed)) closed$time[[1]] - recovered$start else NA_real_
+    values[[paste0(prefix, "_recovered_closed_after_s")]] <- close_after
+    values[[paste0(prefix, "_recovered_close_target_s")]] <- recovery_timeout + downstream_timeout
+    passed[[paste0(prefix, "_closed_after_recovery")]] <-
+      !is.na(close_after) && identical(final_states[[ep]], "CLOSED")
+    passed[[paste0(prefix, "_closed_within_target")]] <-
+      isTRUE(close_after <= recovery_timeout + downstream_timeout)
+  }
 
   # The unguarded endpoint while the downstream hangs: its requests wait in
   # the process's queue far longer than a turn, so it is busy the whole
@@ -791,13 +877,6 @@ avalanche_checks <- function(requests, turns, phases, transitions, downstream_ti
   passed[["unguarded_limited_by_timeout"]] <- u_answers <= hanging_seconds / downstream_timeout + 1
   passed[["unguarded_errors_while_hanging"]] <- any(u_req$error)
 
-  closed <- transitions[transitions$time >= recovered$start & transitions$to == "CLOSED", ]
-  close_after <- if (nrow(closed)) closed$time[[1]] - recovered$start else NA_real_
-  values[["recovered_closed_after_s"]] <- close_after
-  values[["recovered_close_target_s"]] <- recovery_timeout + downstream_timeout
-  passed[["closed_after_recovery"]] <- !is.na(close_after) && identical(final_state, "CLOSED")
-  passed[["closed_within_target"]] <- isTRUE(close_after <= recovery_timeout + downstream_timeout)
-
   list(passed = unlist(passed), values = unlist(values), state_at_start = unlist(state_at_start))
 }
 
@@ -808,6 +887,8 @@ avalanche_header <- function(say, downstream, apis, phase_seconds, concurrency, 
                              hang, recovery_timeout, failure_threshold, slice_seconds,
                              client_timeout) {
   n <- function(x) format(x, trim = TRUE)
+  ports <- paste(sprintf("/%s :%s", names(apis), vapply(apis, function(a) n(a$port), "")),
+                 collapse = "   ")
   say(
     "Avalanche demonstration: a single-threaded plumber API and a sick downstream\n",
     "  Downstream  ", downstream$url("/data"), ": webfakes, 16 threads, own R process.\n",
@@ -817,28 +898,31 @@ avalanche_header <- function(say, downstream, apis, phase_seconds, concurrency, 
     "    -> recovered ", n(phase_seconds[["recovered"]]), " s; this process switches the mode ",
     "(GET /mode) at each boundary.\n",
     "    A hanging request waits in res$delay(), which does not block webfakes' R thread.\n",
-    "  API         inst/avalanche/api.R in three identical plumber processes, one per endpoint:\n",
-    "    /trivial :", apis$trivial$port, "   /guarded :", apis$guarded$port,
-    "   /unguarded :", apis$unguarded$port, "\n",
-    "    Breaker in /guarded: $execute() with a fallback, failure_threshold = ", failure_threshold,
-    ",\n    recovery_timeout = ", n(recovery_timeout), " s. Downstream calls (guarded and ",
-    "unguarded) time out after ", n(downstream_timeout), " s.\n",
+    "  API         inst/avalanche/api.R in four identical plumber processes, one per endpoint:\n",
+    "    ", ports, "\n",
+    "    /guarded: a breaker's $execute() with a fallback; the call blocks the process.\n",
+    "    /guarded-async: its own breaker, breaker_fetch_async() with a fallback; the\n",
+    "      endpoint returns a promise and the process serves other requests meanwhile.\n",
+    "    Both breakers: failure_threshold = ", failure_threshold, ", recovery_timeout = ",
+    n(recovery_timeout), " s, one probe at a time.\n",
+    "    Downstream calls (guarded and unguarded) time out after ", n(downstream_timeout), " s.\n",
     "  Load        from this R process (curl multi), in turns of ", n(slice_seconds),
     " s: trivial, guarded,\n",
-    "    unguarded, trivial, ...; ", concurrency, " requests in flight at the endpoint whose ",
-    "turn it is.\n",
+    "    guarded-async, unguarded, trivial, ...; ", concurrency, " requests in flight at the\n",
+    "    endpoint whose turn it is.\n",
     "    Every request sends `Connection: close` on a fresh connection (httpuv with\n",
     "    keep-alive clients stalls about 40 ms per request: delayed ACK); client timeout ",
     n(client_timeout), " s.\n",
-    "  Why three processes: plumber serves one request at a time; in one process the\n",
+    "  Why four processes: plumber serves one request at a time; in one process the\n",
     "    /unguarded backlog (requests queued behind ", n(downstream_timeout), "-s downstream ",
     "calls) would delay the\n",
-    "    other endpoints, and the breaker would see traffic only in /guarded's slices.\n",
+    "    other endpoints, and a breaker would see traffic only in its endpoint's slices.\n",
     "  Why turns: loaded all at once, the processes compete for this machine's cores:\n",
     "    /trivial speeds up whenever /guarded waits, and whichever process gets a core\n",
     "    to itself wins. In turns each endpoint has the machine to itself (and this\n",
     "    process); requests/s count the answers that arrive during the endpoint's own\n",
-    "    turns. The breaker still sees traffic every ", n(3 * slice_seconds), " s.\n\n"
+    "    turns. The breakers still see traffic every ",
+    n(length(apis) * slice_seconds), " s.\n\n"
   )
 }
 
@@ -864,9 +948,14 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
     if (i > 1L && i < nrow(rows) && rows[i, 1] != rows[i + 1L, 1]) cat("\n")
   }
 
-  tr <- result$transitions
-  cat("\nBreaker transitions in /guarded (seconds since the healthy phase began)\n")
-  if (nrow(tr)) {
+  cat("\nBreaker transitions (seconds since the healthy phase began)\n")
+  for (ep in names(avalanche_guarded)) {
+    cat("  /", ep, "\n", sep = "")
+    tr <- result$transitions[result$transitions$endpoint == ep, ]
+    if (!nrow(tr)) {
+      cat("    (none)\n")
+      next
+    }
     for (ph in unique(tr$phase)) {
       x <- tr[tr$phase == ph, ]
       items <- sprintf("%.2f %s->%s", x$time, x$from, x$to)
@@ -883,71 +972,117 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
         }
       }
       lines <- c(lines, line)
-      cat(sprintf("  %-10s%s\n", c(ph, rep("", length(lines) - 1L)), lines), sep = "")
+      cat(sprintf("    %-10s%s\n", c(ph, rep("", length(lines) - 1L)), lines), sep = "")
     }
-  } else {
-    cat("  (none)\n")
   }
 
   v <- result$checks$values
   p <- result$checks$passed
   met <- function(ok) if (isTRUE(ok)) "met" else "NOT met"
+  n_endpoints <- length(unique(result$turns$endpoint))
   cat("\nHeadline checks (hanging and failing: from the breaker's opening to the phase's end)\n")
-  for (name in c("hanging", "failing")) {
-    after <- v[[paste0(name, "_open_after_s")]]
-    if (is.na(after)) {
-      cat(sprintf("  %-8s the breaker did not open: NOT met\n", name))
-      next
+  for (ep in names(avalanche_guarded)) {
+    prefix <- avalanche_guarded[[ep]]
+    path <- paste0("/", ep)
+    cat(if (ep == "guarded") "  /guarded (synchronous: the call blocks the process)\n"
+        else "  /guarded-async (asynchronous: the process serves other requests during the call)\n")
+    for (name in c("hanging", "failing")) {
+      val <- function(what) v[[paste0(prefix, "_", name, "_", what)]]
+      ok <- function(what) p[[paste0(prefix, "_", name, "_", what)]]
+      after <- val("open_after_s")
+      if (is.na(after)) {
+        cat(sprintf("    %-8s the breaker did not open: NOT met\n", name))
+        next
+      }
+      began <- result$checks$state_at_start[[paste0(prefix, "_", name)]]
+      how <- switch(began,
+        CLOSED = sprintf("breaker opened %.1f s into the phase", after),
+        HALF_OPEN = sprintf("began HALF_OPEN (a probe from the phase before), OPEN again %.1f s in", after),
+        sprintf("began %s", began)
+      )
+      cat(sprintf("    %-8s %s;\n             %s fallback answers %s\n", name, how, path,
+                  pct(val("fallback_share"))))
+      if (is.na(val("req_per_s")) || is.na(val("trivial_req_per_s"))) {
+        cat(sprintf("             %s or /trivial had no turn after the breaker opened (the phase is too\n             short to compare)\n", path))
+        next
+      }
+      cat(sprintf("             req/s: %.1f vs /trivial %.1f = %.1f%% (target >= 90%%): %s\n",
+                  val("req_per_s"), val("trivial_req_per_s"), 100 * val("req_per_s_share"),
+                  met(ok("req_per_s_share"))))
+      cat(sprintf("             p99:   %.1f ms vs /trivial %.1f ms = %.2fx (target <= 2x): %s\n",
+                  val("p99_ms"), val("trivial_p99_ms"), val("p99_ratio"), met(ok("p99_ratio"))))
+      cat(sprintf(paste0("             between probes (leaving out %.1f s HALF_OPEN): %.1f%% of ",
+                         "/trivial's req/s\n"),
+                  val("probe_wait_s"), 100 * val("between_probes_share")))
+      if (name == "hanging" && ep == "guarded") {
+        bound <- recovery_timeout / (recovery_timeout + downstream_timeout)
+        cat(sprintf(paste0(
+          "             (each probe while the downstream hangs blocks the /guarded process for\n",
+          "             downstream_timeout = %s s: in a long hanging phase it can serve at most\n",
+          "             recovery_timeout / (recovery_timeout + downstream_timeout) = %.0f%% of the time;\n",
+          "             probes may come up to %s s late here, as /guarded gets requests only in its turns)\n"),
+          format(downstream_timeout), 100 * bound, format((n_endpoints - 1) * slice_seconds)))
+      }
+      if (name == "hanging" && ep == "guarded-async") {
+        cat(sprintf(paste0(
+          "             (a probe does not block /guarded-async: while it waits up to %s s, the\n",
+          "             process serves the other requests, which find the only probe slot taken\n",
+          "             and get the fallback at once; only the probe's own request waits)\n"),
+          format(downstream_timeout)))
+      }
     }
-    began <- result$checks$state_at_start[[name]]
-    how <- switch(began,
-      CLOSED = sprintf("breaker opened %.1f s into the phase", after),
-      HALF_OPEN = sprintf("began HALF_OPEN (a probe from the phase before), OPEN again %.1f s in", after),
-      sprintf("began %s", began)
-    )
-    cat(sprintf("  %-8s %s;\n           /guarded fallback answers %s\n",
-                name, how, pct(v[[paste0(name, "_fallback_share")]])))
-    if (is.na(v[[paste0(name, "_trivial_req_per_s")]])) {
-      cat("           /trivial had no turn after the breaker opened (the phase is too short to compare)\n")
-      next
+    if (ep == "guarded-async") {
+      between <- v[paste0(prefix, "_", c("hanging", "failing"), "_between_probes_share")]
+      if (any(between < 0.9, na.rm = TRUE)) {
+        cat(paste0(
+          "             (between probes too /guarded-async answers less than /trivial: an endpoint\n",
+          "             that returns a promise costs the process several times the CPU of a\n",
+          "             synchronous answer (promises, httpuv and plumber's asynchronous steps), and\n",
+          "             under this closed-loop load the process is busy all the time; compare\n",
+          "             /guarded while open, which answers the same fallback synchronously)\n"))
+      }
     }
-    cat(sprintf("           req/s: /guarded %.1f vs /trivial %.1f = %.1f%% (target >= 90%%): %s\n",
-                v[[paste0(name, "_guarded_req_per_s")]], v[[paste0(name, "_trivial_req_per_s")]],
-                100 * v[[paste0(name, "_req_per_s_share")]], met(p[[paste0(name, "_req_per_s_share")]])))
-    cat(sprintf("           p99:   /guarded %.1f ms vs /trivial %.1f ms = %.2fx (target <= 2x): %s\n",
-                v[[paste0(name, "_guarded_p99_ms")]], v[[paste0(name, "_trivial_p99_ms")]],
-                v[[paste0(name, "_p99_ratio")]], met(p[[paste0(name, "_p99_ratio")]])))
-    cat(sprintf(paste0("           between probes (leaving out %.1f s HALF_OPEN): /guarded answered ",
-                       "%.1f%% as\n           many requests as /trivial\n"),
-                v[[paste0(name, "_probe_wait_s")]], 100 * v[[paste0(name, "_between_probes_share")]]))
-    if (name == "hanging") {
-      bound <- recovery_timeout / (recovery_timeout + downstream_timeout)
-      cat(sprintf(paste0(
-        "           (each probe while the downstream hangs blocks the /guarded process for\n",
-        "           downstream_timeout = %s s: in a long hanging phase it can serve at most\n",
-        "           recovery_timeout / (recovery_timeout + downstream_timeout) = %.0f%% of the time;\n",
-        "           probes may come up to %s s late here, as /guarded gets requests only in its turns)\n"),
-        format(downstream_timeout), 100 * bound, format(2 * slice_seconds)))
+    close_after <- v[[paste0(prefix, "_recovered_closed_after_s")]]
+    if (is.na(close_after)) {
+      cat("    recovery the breaker did not close after the downstream recovered: NOT met\n")
+    } else {
+      cat(sprintf(paste0("    recovery the breaker closed %.2f s after the downstream recovered\n",
+                         "             (target <= recovery_timeout + one probe = %s s): %s\n"),
+                  close_after, format(recovery_timeout + downstream_timeout),
+                  met(p[[paste0(prefix, "_closed_within_target")]])))
     }
   }
   cat(sprintf(paste0("  /unguarded while hanging (busy the whole phase): %d answers, %.2f req/s\n",
-                     "           (1 / downstream_timeout = %.2f; %.2f%% of /trivial's rate), p50 latency %.0f ms,\n",
-                     "           errors %s: %s\n"),
+                     "             (1 / downstream_timeout = %.2f; %.2f%% of /trivial's rate), ",
+                     "p50 latency %.0f ms,\n",
+                     "             errors %s: %s\n"),
               as.integer(v[["unguarded_hanging_answers"]]), v[["unguarded_hanging_req_per_s"]],
               v[["unguarded_hanging_limit_req_per_s"]],
               100 * v[["unguarded_hanging_share_of_trivial"]], v[["unguarded_hanging_p50_ms"]],
               pct(v[["unguarded_hanging_error_share"]]),
               if (isTRUE(p[["unguarded_limited_by_timeout"]])) "limited by the downstream timeout"
               else "NOT limited by the downstream timeout"))
-  close_after <- v[["recovered_closed_after_s"]]
-  if (is.na(close_after)) {
-    cat("  recovery: the breaker did not close after the downstream recovered: NOT met\n")
-  } else {
-    cat(sprintf(paste0("  recovery: the breaker closed %.2f s after the downstream recovered\n",
-                       "           (target <= recovery_timeout + one probe = %s s): %s\n"),
-                close_after, format(recovery_timeout + downstream_timeout),
-                met(p[["closed_within_target"]])))
+
+  # Which targets each guarded endpoint met.
+  targets <- c(
+    hanging_req_per_s_share = "hanging: req/s >= 90% of /trivial's",
+    hanging_p99_ratio = "hanging: p99 <= 2x /trivial's",
+    failing_req_per_s_share = "failing: req/s >= 90% of /trivial's",
+    failing_p99_ratio = "failing: p99 <= 2x /trivial's",
+    opened_during_outage = "the breaker opened during the outage",
+    fallbacks_while_open = "fallback answers during the outage",
+    closed_within_target = "closed within recovery_timeout + one probe"
+  )
+  cols <- paste0("/", names(avalanche_guarded))
+  width <- max(nchar(targets))
+  cat("\nTargets met\n")
+  cat(sprintf("  %-*s  %-9s  %s\n", width, "", cols[[1]], cols[[2]]))
+  for (t in names(targets)) {
+    res <- vapply(avalanche_guarded, function(prefix) met(p[[paste0(prefix, "_", t)]]), "")
+    cat(sprintf("  %-*s  %-9s  %s\n", width, targets[[t]], res[[1]], res[[2]]))
   }
+  cat(sprintf("  /unguarded limited by the downstream timeout: %s\n",
+              met(p[["unguarded_limited_by_timeout"]])))
   if (!is.null(result$plot_file)) cat("\nPlot: ", result$plot_file, "\n", sep = "")
   invisible(NULL)
 }
@@ -960,13 +1095,16 @@ avalanche_plot <- function(result, file, downstream_timeout) {
   r <- r[!is.na(r$end) & is.finite(r$latency_ms), ]
   phases <- result$phases
   tr <- result$transitions
-  grDevices::png(file, width = 1400, height = 900, res = 110)
+  grDevices::png(file, width = 1400, height = 1000, res = 110)
   on.exit(grDevices::dev.off(), add = TRUE)
   old <- graphics::par(no.readonly = TRUE)
   on.exit(graphics::par(old), add = TRUE, after = FALSE)
-  graphics::layout(matrix(1:2, ncol = 1), heights = c(3, 1.4))
+  graphics::layout(matrix(1:3, ncol = 1), heights = c(3, 1.4, 0.75))
 
-  cols <- c(trivial = "grey45", guarded = "#1f6fb4", unguarded = "#d2322d")
+  endpoints <- avalanche_endpoints
+  cols <- c(trivial = "grey45", guarded = "#1f6fb4", "guarded-async" = "#7b3294",
+            unguarded = "#d2322d")
+  state_cols <- c(CLOSED = "#2e8b57", OPEN = "#d2322d", HALF_OPEN = "#e69f00")
   xlim <- c(0, max(phases$end, r$start, 1))
   ylim <- range(pmax(r$latency_ms, 0.1), na.rm = TRUE)
   if (!all(is.finite(ylim))) ylim <- c(0.1, 1000)
@@ -988,22 +1126,17 @@ avalanche_plot <- function(result, file, downstream_timeout) {
       }
     }
   }
-  draw_transitions <- function() {
-    if (!nrow(tr)) return(invisible(NULL))
-    tcol <- c(OPEN = "#d2322d", HALF_OPEN = "#e69f00", CLOSED = "#2e8b57")[tr$to]
-    tcol[is.na(tcol)] <- "black"
-    graphics::abline(v = tr$time, col = tcol, lty = 2, lwd = 1)
-  }
 
-  graphics::par(mar = c(2.5, 4.5, 4.5, 1))
+  # Latency of each request.
+  # A wide left margin for the breakers' names in the bottom panel.
+  graphics::par(mar = c(2.5, 7, 4.5, 1))
   graphics::plot(NA, xlim = xlim, ylim = ylim * c(1, 2), log = "y", xlab = "",
                  ylab = "latency (ms, log scale)")
   graphics::title("Avalanche: latency of each request, by its start time", line = 3)
   draw_phases(TRUE)
-  draw_transitions()
-  size <- c(trivial = 0.35, guarded = 0.35, unguarded = 0.6)
+  size <- c(trivial = 0.35, guarded = 0.35, "guarded-async" = 0.35, unguarded = 0.6)
   graphics::abline(h = 1000 * downstream_timeout, col = "grey30", lty = 4)
-  for (ep in c("trivial", "guarded", "unguarded")) {
+  for (ep in endpoints) {
     x <- r[r$endpoint == ep, ]
     graphics::points(x$start, pmax(x$latency_ms, 0.1), pch = 16, cex = size[[ep]],
                      col = grDevices::adjustcolor(cols[[ep]], alpha.f = 0.4))
@@ -1011,28 +1144,52 @@ avalanche_plot <- function(result, file, downstream_timeout) {
   usr <- graphics::par("usr")
   graphics::legend(x = mean(xlim), y = 10^usr[4], xjust = 0.5, yjust = 0, xpd = NA, horiz = TRUE,
     bty = "n", cex = 0.8, seg.len = 1.5, x.intersp = 0.5,
-    legend = c("/trivial", "/guarded", "/unguarded", "-> OPEN", "-> HALF_OPEN", "-> CLOSED",
-               "downstream timeout"),
-    col = c(cols, "#d2322d", "#e69f00", "#2e8b57", "grey30"),
-    pch = c(16, 16, 16, NA, NA, NA, NA), lty = c(NA, NA, NA, 2, 2, 2, 4))
+    legend = c(paste0("/", endpoints), "downstream timeout", paste("breaker", names(state_cols))),
+    col = c(cols[endpoints], "grey30", state_cols),
+    pch = c(rep(16, length(endpoints)), NA, rep(15, length(state_cols))),
+    lty = c(rep(NA, length(endpoints)), 4, rep(NA, length(state_cols))))
   graphics::box()
 
   # Answers per second in each turn, for the endpoint whose turn it was.
-  graphics::par(mar = c(4, 4.5, 0.5, 1))
+  graphics::par(mar = c(0.5, 7, 0.5, 1))
   turns <- result$turns
   turn_rate <- vapply(seq_len(nrow(turns)), function(k) {
     x <- r$end[r$endpoint == turns$endpoint[[k]] & r$status > 0]
     sum(x >= turns$start[[k]] & x < turns$end[[k]]) / max(turns$end[[k]] - turns$start[[k]], 1e-3)
   }, numeric(1))
   graphics::plot(NA, xlim = xlim, ylim = c(0, max(turn_rate, 1, na.rm = TRUE)),
-                 xlab = "seconds since start", ylab = "answers / s in its turns")
+                 xlab = "", ylab = "answers / s in its turns", xaxt = "n")
   draw_phases(FALSE)
-  draw_transitions()
-  for (ep in c("trivial", "guarded", "unguarded")) {
+  for (ep in endpoints) {
     k <- turns$endpoint == ep
     graphics::lines((turns$start[k] + turns$end[k]) / 2, turn_rate[k], type = "o", pch = 16,
                     cex = 0.4, col = cols[[ep]], lwd = 1.2)
   }
+  graphics::box()
+
+  # Each breaker's state over time (HALF_OPEN drawn at least 0.15 s wide).
+  guarded <- names(avalanche_guarded)
+  graphics::par(mar = c(4, 7, 0.5, 1))
+  graphics::plot(NA, xlim = xlim, ylim = c(0.4, length(guarded) + 0.6), xlab = "seconds since start",
+                 ylab = "", yaxt = "n")
+  graphics::axis(2, at = rev(seq_along(guarded)), labels = paste0("/", guarded), las = 1,
+                 cex.axis = 0.8, tick = FALSE)
+  for (g in seq_along(guarded)) {
+    y <- length(guarded) + 1 - g
+    x <- tr[tr$endpoint == guarded[[g]], ]
+    starts <- c(0, x$time)
+    states <- c("CLOSED", x$to)
+    ends <- c(x$time, xlim[[2]])
+    keep <- ends > starts | states == "HALF_OPEN"
+    ends <- ifelse(states == "HALF_OPEN", pmax(ends, starts + 0.15), ends)
+    col <- state_cols[states]
+    col[is.na(col)] <- "grey70"
+    # HALF_OPEN last, so that short probes stay visible.
+    o <- order(states == "HALF_OPEN")
+    o <- o[keep[o]]
+    graphics::rect(starts[o], y - 0.3, ends[o], y + 0.3, col = col[o], border = NA)
+  }
+  graphics::abline(v = phases$start, col = "grey60", lty = 3)
   graphics::box()
   invisible(file)
 }

@@ -130,9 +130,9 @@ circuit_breaker <- function() {
 #'   unchanged (after being recorded). `fallback_func` takes no argument, or
 #'   one: the condition (the request's error, a `circuit_breaker_open`
 #'   condition, or a `circuit_breaker_failed_value` condition).
-#' * `$execute_async(request_func, fallback_func = NULL)`: the same for a
-#'   `request_func` that returns a promise (or a plain value); returns a
-#'   promise. See [breaker_perform_async()].
+#' * `$execute_async(request_func, fallback_func = NULL, immediate_fallback = FALSE)`:
+#'   the same for a `request_func` that returns a promise (or a plain value);
+#'   returns a promise (see [breaker_perform_async()] for `immediate_fallback`).
 #' * `$on_success()`, `$on_failure()`: record an outcome by hand, as in the
 #'   seed document (a success closes an open breaker).
 #' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:

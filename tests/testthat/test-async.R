@@ -109,3 +109,19 @@ test_that("breaker_perform_async() uses req_perform_promise() where httr2 has it
   expect_s3_class(cond, "httr2_http_503")
   expect_identical(cb$state, "OPEN")
 })
+
+test_that("immediate_fallback answers a rejected call with a plain value", {
+  skip_if_not_installed("promises")
+  cb <- circuit_breaker(failure_threshold = 1)
+  cb$execute(fail, fallback)
+  expect_identical(cb$execute_async(function() "not called", fallback, immediate_fallback = TRUE), "fallback")
+  expect_error(cb$execute_async(function() "not called", immediate_fallback = TRUE), class = "circuit_breaker_open")
+  expect_s3_class(cb$execute_async(function() "not called", fallback), "promise")
+  expect_error(cb$execute_async(function() 1, fallback, immediate_fallback = "yes"),
+               class = "circuit_breaker_invalid_argument")
+  # Calls that are made still return promises.
+  cb$reset()
+  p <- cb$execute_async(function() "made", fallback, immediate_fallback = TRUE)
+  expect_s3_class(p, "promise")
+  expect_identical(promise_value(p), "made")
+})

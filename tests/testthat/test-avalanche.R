@@ -1,65 +1,86 @@
-# The avalanche demonstration starts a webfakes downstream and three plumber
+# The avalanche demonstration starts a webfakes downstream and four plumber
 # APIs in background R processes on 127.0.0.1 and loads them for about 11 s
 # (plus start-up). The assertions are about behaviour, not timings: the
 # machine may be busy.
 
 skip_avalanche <- function() {
   skip_on_cran()
-  for (pkg in c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later")) {
+  for (pkg in c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later", "promises")) {
     skip_if_not_installed(pkg)
   }
 }
 
-test_that("breaker_avalanche_demo() shows the breaker opening, answering and closing", {
+test_that("breaker_avalanche_demo() shows the breakers opening, answering and closing", {
   skip_avalanche()
   plot_file <- tempfile("avalanche-", fileext = ".png")
   on.exit(unlink(plot_file), add = TRUE)
 
   res <- breaker_avalanche_demo(
-    phase_seconds = c(healthy = 1.5, hanging = 3, failing = 3, recovered = 3),
+    phase_seconds = c(healthy = 2, hanging = 3, failing = 3, recovered = 3),
     concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
     plot_file = plot_file, quiet = TRUE
   )
 
+  endpoints <- c("trivial", "guarded", "guarded-async", "unguarded")
+  guarded_endpoints <- c("guarded", "guarded-async")
   expect_named(res, c("requests", "summary", "transitions", "checks", "phases", "turns",
                       "breaker_metrics", "plot_file"))
   req <- res$requests
   expect_named(req, c("endpoint", "phase", "start", "end", "latency_ms", "status",
                       "fallback", "error"))
-  expect_setequal(unique(req$endpoint), c("trivial", "guarded", "unguarded"))
+  expect_setequal(unique(req$endpoint), endpoints)
   expect_setequal(unique(req$phase), c("healthy", "hanging", "failing", "recovered"))
-  expect_equal(nrow(res$summary), 12)
+  expect_equal(nrow(res$summary), 16)
+  expect_setequal(unique(res$summary$endpoint), endpoints)
   expect_identical(res$phases$phase, c("healthy", "hanging", "failing", "recovered"))
-  # Every endpoint had a turn in every phase.
-  expect_equal(nrow(unique(res$turns[, c("endpoint", "phase")])), 12)
+  # Every endpoint had a turn in every phase, in the order of the endpoints.
+  expect_equal(nrow(unique(res$turns[, c("endpoint", "phase")])), 16)
+  expect_identical(res$turns$endpoint[1:4], endpoints)
 
-  # The breaker opened while the downstream was hanging or failing ...
   tr <- res$transitions
-  opened <- tr$from == "CLOSED" & tr$to == "OPEN" & tr$phase %in% c("hanging", "failing")
-  expect_true(any(opened))
-  first_open <- tr$time[opened][[1]]
-
-  # ... closed again after the downstream recovered, and stayed closed.
-  expect_true(any(tr$to == "CLOSED" & tr$phase == "recovered"))
-  expect_identical(tr$to[[nrow(tr)]], "CLOSED")
-  expect_identical(res$breaker_metrics$state, "CLOSED")
-  expect_true(all(diff(tr$time) >= 0))
-
-  # While it was open, /guarded answered with the fallback (HTTP 200).
+  expect_named(tr, c("endpoint", "time", "phase", "from", "to"))
+  expect_setequal(unique(tr$endpoint), guarded_endpoints)
+  expect_named(res$breaker_metrics, guarded_endpoints)
   recovered_at <- res$phases$start[res$phases$phase == "recovered"]
-  guarded <- req[req$endpoint == "guarded", ]
-  while_open <- guarded[guarded$start > first_open & guarded$start < recovered_at &
-                          !is.na(guarded$end), ]
-  expect_gt(nrow(while_open), 0)
-  expect_gt(mean(while_open$fallback), 0.5)
-  expect_true(all(while_open$status == 200))
-  expect_false(any(guarded$fallback & guarded$status != 200))
+
+  # Each guarded endpoint has a breaker of its own; each behaves the same way.
+  for (ep in guarded_endpoints) {
+    info <- paste("endpoint", ep)
+    x <- tr[tr$endpoint == ep, ]
+    expect_true(all(diff(x$time) >= 0), info = info)
+
+    # The breaker opened while the downstream was hanging or failing ...
+    opened <- x$from == "CLOSED" & x$to == "OPEN" & x$phase %in% c("hanging", "failing")
+    expect_true(any(opened), info = info)
+    first_open <- x$time[opened][[1]]
+
+    # ... closed again after the downstream recovered, and stayed closed.
+    expect_true(any(x$to == "CLOSED" & x$phase == "recovered"), info = info)
+    expect_identical(x$to[[nrow(x)]], "CLOSED", info = info)
+    expect_identical(res$breaker_metrics[[ep]]$state, "CLOSED", info = info)
+
+    # While it was open, the endpoint answered with the fallback (HTTP 200).
+    guarded <- req[req$endpoint == ep, ]
+    while_open <- guarded[guarded$start > first_open & guarded$start < recovered_at &
+                            !is.na(guarded$end), ]
+    expect_gt(nrow(while_open), 0)
+    expect_gt(mean(while_open$fallback), 0.5)
+    expect_true(all(while_open$status == 200), info = info)
+    expect_false(any(guarded$fallback & guarded$status != 200), info = info)
+    # Healthy downstream, closed breaker: the downstream's answer.
+    healthy <- guarded[guarded$phase == "healthy" & !is.na(guarded$end), ]
+    expect_gt(nrow(healthy), 0)
+    expect_true(all(healthy$status == 200 & !healthy$fallback), info = info)
+  }
+  # Each breaker (in the process serving its endpoint) saw calls.
+  expect_gt(res$breaker_metrics[["guarded"]]$calls, 0)
+  expect_gt(res$breaker_metrics[["guarded-async"]]$calls, 0)
 
   # /unguarded failed while the downstream hung: timeouts turned into errors.
   unguarded_hanging <- req[req$endpoint == "unguarded" & req$phase == "hanging", ]
   expect_gt(nrow(unguarded_hanging), 0)
   expect_true(any(unguarded_hanging$error))
-  expect_false(any(req$fallback[req$endpoint != "guarded"]))
+  expect_false(any(req$fallback[!req$endpoint %in% guarded_endpoints]))
 
   # /trivial never calls the downstream.
   expect_false(any(req$fallback[req$endpoint == "trivial"]))
@@ -67,9 +88,18 @@ test_that("breaker_avalanche_demo() shows the breaker opening, answering and clo
   checks <- res$checks
   expect_type(checks$passed, "logical")
   expect_type(checks$values, "double")
-  expect_true(checks$passed[["opened_during_outage"]])
-  expect_true(checks$passed[["fallbacks_while_open"]])
-  expect_true(checks$passed[["closed_after_recovery"]])
+  for (prefix in c("guarded", "guarded_async")) {
+    # The targets are reported for each guarded variant ...
+    targets <- paste0(prefix, "_", c("hanging_req_per_s_share", "hanging_p99_ratio",
+                                     "failing_req_per_s_share", "failing_p99_ratio",
+                                     "closed_within_target"))
+    expect_true(all(targets %in% names(checks$passed)), info = prefix)
+    expect_true(all(paste0(prefix, c("_hanging", "_failing")) %in% names(checks$state_at_start)))
+    # ... and the behaviour holds for both.
+    expect_true(checks$passed[[paste0(prefix, "_opened_during_outage")]], info = prefix)
+    expect_true(checks$passed[[paste0(prefix, "_fallbacks_while_open")]], info = prefix)
+    expect_true(checks$passed[[paste0(prefix, "_closed_after_recovery")]], info = prefix)
+  }
   expect_true(checks$passed[["unguarded_errors_while_hanging"]])
 
   expect_identical(res$plot_file, plot_file)
@@ -94,6 +124,7 @@ test_that("breaker_avalanche_demo() rejects bad arguments before starting anythi
     list(failure_threshold = 0), list(failure_threshold = 1.5),
     list(slice_seconds = 0), list(slice_seconds = 4), list(slice_seconds = "0.5"),
     list(phase_seconds = c(1, 1, 1, 1), slice_seconds = 0.5),
+    list(phase_seconds = c(1.5, 3, 3, 3), slice_seconds = 0.5),  # no turn for every endpoint
     list(plot_file = 1), list(plot_file = NA_character_), list(plot_file = ""),
     list(plot_file = c("a.png", "b.png")),
     list(plot_file = file.path(tempfile(), "no-such-dir", "a.png")),

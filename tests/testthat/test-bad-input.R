@@ -61,7 +61,8 @@ test_that("the HTTP wrappers reject bad input", {
                  c(list(url = function(x) FALSE, handle = is.null), common))
   walk_bad_input("breaker_fetch_async",
                  list(url = url, handle = NULL, breaker = circuit_breaker(), fallback = NULL, pool = NULL),
-                 c(list(url = function(x) FALSE, handle = is.null, pool = is.null), common))
+                 c(list(url = function(x) FALSE, handle = is.null, pool = is.null, immediate_fallback = is_flag),
+                   common))
   walk_bad_input("breaker_perform", list(req = httr2::request(url), breaker = circuit_breaker(), fallback = NULL),
                  c(list(req = function(x) FALSE), common))
 })
