@@ -23,7 +23,7 @@ breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_
     return(promises::promise_resolve(NULL) |>
       promises::then(function(value) private$rejected(fallback_func)))
   }
-  if (private$listening) private$emit_transitions()
+  if (listening) private$emit_transitions()
 
   settle_failure <- function(cond) {
     private$record_error(permit, cond)

@@ -21,6 +21,8 @@
 ## usethis namespace: end
 NULL
 
-# `ptr`, `private` and `self` are found in the enclosing environment R6 gives
-# each method (see R/execute.R and R/async.R, whose functions become methods).
-utils::globalVariables(c("ptr", "private", "self"))
+# `ptr`, `listening`, `failure_when`, `private` and `self` are found in the
+# enclosing environment R6 gives each method (see initialize() in
+# R/r6-circuit-breaker.R, and R/execute.R and R/async.R, whose functions
+# become methods).
+utils::globalVariables(c("ptr", "listening", "failure_when", "private", "self"))

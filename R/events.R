@@ -37,12 +37,12 @@ breaker_on <- function(self, private, event, callback) {
   }
   id <- private$next_listener_id
   private$next_listener_id <- id + 1L
-  if (!private$listening) {
+  if (!private$is_listening()) {
     # Only transitions from now on are reported.
     private$seen_transition <- cb_snapshot(private$ptr)$transitions
   }
   private$listeners[[length(private$listeners) + 1L]] <- list(id = id, event = event, callback = callback)
-  private$listening <- TRUE
+  private$set_hot("listening", TRUE)
   cb_set_listening(private$ptr, TRUE)
   id
 }
@@ -54,8 +54,9 @@ breaker_off <- function(self, private, id) {
   }
   found <- ids == id
   private$listeners <- private$listeners[!found]
-  private$listening <- length(private$listeners) > 0L
-  cb_set_listening(private$ptr, private$listening)
+  listening <- length(private$listeners) > 0L
+  private$set_hot("listening", listening)
+  cb_set_listening(private$ptr, listening)
   invisible(any(found))
 }
 

@@ -37,8 +37,9 @@ call_fallback <- function(fallback_func, condition) {
 }
 
 breaker_execute <- function(request_func, fallback_func = NULL) {
-  # `ptr` lives in the method's enclosing environment (see initialize()):
-  # found without `private$`, which costs a lookup and a `$` call.
+  # `ptr`, `listening` and `failure_when` live in the method's enclosing
+  # environment (see initialize()): found without `private$`, which costs a
+  # lookup and a `$` call.
   permit <- .Call(cb_acquire, ptr, request_func, fallback_func)
   if (is.null(permit)) {
     # Rejected, the fallback takes no argument and nobody listens: no
@@ -46,7 +47,7 @@ breaker_execute <- function(request_func, fallback_func = NULL) {
     return(fallback_func())
   }
   if (is.integer(permit)) return(private$rejected(fallback_func))
-  if (private$listening) private$emit_transitions()
+  if (listening) private$emit_transitions()
 
   # Settled exactly once: by the error handler, by the success path, or here
   # when the call ends any other way (an interrupt, a restart, an outer
@@ -70,7 +71,7 @@ breaker_execute <- function(request_func, fallback_func = NULL) {
 
   # HTTP responses (classed, or the plain list curl::curl_fetch_memory()
   # returns) and users' failure_when() rules may turn a value into a failure.
-  failed <- if (is.object(value) || is.list(value) || !is.null(private$failure_when)) {
+  failed <- if (is.object(value) || is.list(value) || !is.null(failure_when)) {
     private$classify_value(value)
   }
   settled <- TRUE

@@ -169,7 +169,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
                           failure_statuses = c(408L, 429L, 500:599),
                           respect_retry_after = TRUE, clock = NULL, name = NULL) {
       private$name_ <- check_name(name)
-      private$failure_when <- check_failure_when(failure_when)
+      failure_when <- check_failure_when(failure_when)
       private$ignore <- check_ignore(ignore)
       private$timeout <- check_timeout(timeout)
       private$failure_statuses <- check_failure_statuses(failure_statuses)
@@ -179,9 +179,12 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
         floor(stats::runif(1) * 2^52)
       }
       private$ptr <- cb_create(core_args, clock_pointer(clock))
-      # The methods' shared enclosing environment (holding `self` and
-      # `private`) also gets the pointer, for the hot path of execute().
-      assign("ptr", private$ptr, envir = environment(self$execute))
+      # What execute() reads on every call lives in the methods' shared
+      # enclosing environment (beside `self` and `private`), where a method
+      # finds it as a plain variable: no `private$` lookup and `$` call.
+      private$set_hot("ptr", private$ptr)
+      private$set_hot("failure_when", failure_when)
+      private$set_hot("listening", FALSE)
       private$clock <- clock
       if (!is.null(name)) registry_add(self)
       invisible(self)
@@ -192,28 +195,28 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
 
     on_success = function() {
       cb_note(private$ptr, OUTCOME_SUCCESS)
-      if (private$listening) private$emit_transitions()
+      if (listening) private$emit_transitions()
       invisible(self)
     },
     on_failure = function() {
       cb_note(private$ptr, OUTCOME_FAILURE)
-      if (private$listening) private$emit_transitions()
+      if (listening) private$emit_transitions()
       invisible(self)
     },
 
     reset = function() {
       cb_reset(private$ptr)
-      if (private$listening) private$emit_transitions()
+      if (listening) private$emit_transitions()
       invisible(self)
     },
     force_open = function() {
       cb_force_open(private$ptr)
-      if (private$listening) private$emit_transitions()
+      if (listening) private$emit_transitions()
       invisible(self)
     },
     disable = function() {
       cb_disable(private$ptr)
-      if (private$listening) private$emit_transitions()
+      if (listening) private$emit_transitions()
       invisible(self)
     },
 
@@ -240,7 +243,9 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
         args[names(core_changes)] <- core_changes
         cb_reconfigure(private$ptr, args)
       }
-      for (arg in names(r_changes)) private[[arg]] <- r_changes[[arg]]
+      for (arg in names(r_changes)) {
+        if (arg == "failure_when") private$set_hot(arg, r_changes[[arg]]) else private[[arg]] <- r_changes[[arg]]
+      }
       invisible(self)
     },
 
@@ -306,7 +311,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     config = function(value) {
       if (!missing(value)) abort_read_only("config", "Use `$configure()` to change it.")
       c(cb_effective_config(private$ptr),
-        list(failure_when = private$failure_when, ignore = private$ignore, timeout = private$timeout,
+        list(failure_when = failure_when, ignore = private$ignore, timeout = private$timeout,
              failure_statuses = private$failure_statuses,
              respect_retry_after = private$respect_retry_after))
     }
@@ -316,15 +321,20 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     ptr = NULL,
     clock = NULL,
     name_ = NULL,
-    failure_when = NULL,
     ignore = NULL,
     timeout = NULL,
     failure_statuses = NULL,
     respect_retry_after = TRUE,
-    listening = FALSE,
     listeners = list(),
     next_listener_id = 1L,
     seen_transition = 0,
+
+    # Sets one of the variables of the methods' enclosing environment (`ptr`,
+    # `failure_when`, `listening`), which methods read as free variables.
+    set_hot = function(name, value) {
+      assign(name, value, envir = parent.env(environment()))
+    },
+    is_listening = function() listening,
 
     release = function(permit) {
       if (.Call(cb_release, private$ptr, permit)) private$emit_transitions()
@@ -354,8 +364,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
       if (!is.null(status) && status %in% private$failure_statuses) {
         return(http_failure_condition(value, status, private$name_, private$open_for(value)))
       }
-      fw <- private$failure_when
-      if (!is.null(fw) && isTRUE(fw(value))) {
+      if (!is.null(failure_when) && isTRUE(failure_when(value))) {
         return(failed_value_condition(value, private$name_))
       }
       NULL
@@ -371,7 +380,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     },
 
     rejected = function(fallback_func) {
-      if (private$listening) {
+      if (listening) {
         private$emit_transitions()
         private$emit("rejected", retry_after = cb_rejection(private$ptr)[[2]])
       }
