@@ -4,10 +4,12 @@
 #' breaker per downstream host by default. httr calls go through
 #' `$execute()` directly (see the examples).
 #'
-#' Unless the request has a retry policy of its own, `breaker_perform()` tells
-#' httr2 not to treat 429 and 503 as transient: httr2 before 1.0 sleeps for a
-#' response's `Retry-After` even when it will not retry, which would block the
-#' guarded call; the breaker honours `Retry-After` by staying open instead.
+#' With httr2 before 1.0, unless the request has a retry policy of its own,
+#' `breaker_perform()` turns off httr2's sleeping after the last try (for a
+#' response's `Retry-After`, and its backoff after a transport error), which
+#' would block the guarded call; the breaker honours `Retry-After` by staying
+#' open instead. httr2 1.0 and later sleep only before a retry and are left
+#' as they are.
 #'
 #' The breaker's `timeout` (see [circuit_breaker()]) is applied to the request
 #' (httr2: `req_timeout()`; curl: the total `timeout_ms`, not only the 10 s
@@ -50,18 +52,33 @@ breaker_perform <- function(req, breaker = breaker_for(req), fallback = NULL) {
   }, fallback)
 }
 
-# httr2 treats 429 and 503 as transient and, before 1.0, sleeps for their
-# Retry-After even when it will not retry: a guarded call could block for
-# minutes. Unless the caller configured retries, the breaker decides what a
-# 429 or 503 means (and honours Retry-After by staying open), not httr2.
+# httr2 before 1.0 sleeps after its last try even when it will not retry:
+# for a 429's or 503's Retry-After (minutes, possibly) and for its backoff
+# after a transport error (1 to 2 s). Unless the caller configured retries,
+# a guarded call must not block for that: the breaker decides what a 429 or
+# 503 means (and honours Retry-After by staying open), not httr2.
 without_retry_sleep <- function(req) {
   policies <- req$policies
   if (!is.null(policies$retry_is_transient) || !is.null(policies$retry_max_tries) ||
       !is.null(policies$retry_max_wait)) {
     return(req)
   }
-  httr2::req_retry(req, is_transient = function(resp) FALSE)
+  # httr2 >= 1.0 sleeps only before a retry, and there req_retry() would
+  # print "Setting `max_tries = 2`." on every call and put the request under
+  # httr2's own breaker for its host name (`failure_realm`): leave it alone.
+  if (httr2_has_realm_breaker()) return(req)
+  # httr2 < 1.0 also sleeps after its last try: for a 429/503's Retry-After,
+  # and for its random backoff (1 to 2 s) after a transport error or timeout.
+  httr2::req_retry(req, is_transient = function(resp) FALSE, backoff = function(i) 0)
 }
+
+httr2_has_realm_breaker <- function() {
+  if (is.null(httr2_features$realm)) {
+    httr2_features$realm <- "failure_realm" %in% names(formals(httr2::req_retry))
+  }
+  httr2_features$realm
+}
+httr2_features <- new.env(parent = emptyenv())
 
 #' @rdname breaker_perform
 #' @param url A URL.

@@ -30,6 +30,8 @@
 #' options(circuitbreaker.defaults = NULL)
 #' @export
 breaker_for <- function(x, ...) {
+  # An httr2 request's URL goes through the same remembered parse as a URL.
+  if (inherits(x, "httr2_request") && is.character(x$url)) x <- x$url
   key <- if (is.character(x) && length(x) == 1L && !is.na(x) && nzchar(x)) {
     registry$keys[[x]] %||% remember_key(x, breaker_key(x))
   } else {

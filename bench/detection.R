@@ -12,13 +12,19 @@
 #   flapping:  10 s down, 10 s up, repeatedly.
 # Rules compared:
 #   seed:        5 consecutive failures, 30 s open (the package's defaults);
-#   httr2-style: 5 consecutive failures block all calls for 30 s, then all
-#                calls go through again (httr2's req_retry(failure_threshold =)
-#                as documented: no half-open probe); simulated here in R;
+#   httr2:       httr2 1.x's breaker, simulated from its source (the
+#                installed httr2 0.2.2 has none): req_retry(max_tries = 5,
+#                failure_threshold = 3, failure_timeout = 30) with its
+#                default exponential backoff (mean of its random sleep). One
+#                call retries; when a call is about to make its 5th attempt,
+#                every call is blocked for 30 s, then all calls go through
+#                again (no probe). Failures of separate calls do not add up;
+#                attempts count as calls, and backoff sleeps block the process;
 #   rate:        failure rate >= 50% over a 10 s time window, >= 10 calls;
 #   rate + slow: the same with >= 3 calls, plus slow calls (> 1 s) at >= 50%.
 # Reported per trace and rule: calls that reached the downstream during the
-# incident (each one blocks the R process and adds load), calls rejected
+# incident (each one blocks the R process and adds load), the seconds the
+# process spent blocked in calls during the incident, calls rejected
 # while the downstream was healthy (lost for nothing), seconds from the start
 # of the incident to the first opening, and seconds from its end to the
 # breaker being closed for good.
@@ -39,30 +45,29 @@ downstream <- function(trace, t, u) {
   )
 }
 
-# The httr2-style rule, as its documentation describes it.
-httr2_style <- function(threshold = 5, timeout = 30) {
-  e <- new.env()
-  e$failures <- 0
-  e$blocked_until <- -Inf
-  e$admit <- function(t) t >= e$blocked_until
-  e$result <- function(t, ok) {
-    if (ok) {
-      e$failures <- 0
-    } else {
-      e$failures <- e$failures + 1
-      if (e$failures >= threshold) {
-        e$blocked_until <- t + timeout
-        e$failures <- 0
-      }
+# httr2 1.x's breaker (see the header): one call with retries, at time `t`.
+# Returns the attempts that failed, whether the call failed, and when it ended.
+httr2_call <- function(state, trace, t, threshold = 3, max_tries = 5, timeout = 30) {
+  if (t < state$blocked_until) return(list(attempts = 0, bad = 0, ok = FALSE, t = t, rejected = TRUE))
+  bad <- 0
+  for (tries in 0:(max_tries - 1)) {
+    if (tries > threshold) {  # httr2's retry_check_breaker() before an attempt
+      state$blocked_until <- t + timeout
+      return(list(attempts = tries, bad = bad, ok = FALSE, t = t, rejected = FALSE))
     }
+    if (tries > 0) t <- t + (1 + 2^tries) / 2  # mean of runif(1, 1, 2^tries)
+    d <- downstream(trace, t, stats::runif(1))
+    in_incident <- t >= incident[1] && t < incident[2]
+    if (in_incident && (!d$ok || d$seconds > 1)) bad <- bad + 1
+    t <- t + d$seconds
+    if (d$ok) return(list(attempts = tries + 1, bad = bad, ok = TRUE, t = t, rejected = FALSE))
   }
-  e$state <- function(t) if (t < e$blocked_until) "OPEN" else "CLOSED"
-  e
+  list(attempts = max_tries, bad = bad, ok = FALSE, t = t, rejected = FALSE)
 }
 
 rules <- list(
   seed = list(),
-  `httr2-style` = NULL,
+  httr2 = NULL,
   rate = list(failure_threshold = Inf, failure_rate_threshold = 0.5, window_type = "time",
               window_size = 10, minimum_calls = 10),
   # Slow calls block the process, so few fit in a window: a lower minimum.
@@ -74,9 +79,10 @@ rules <- list(
 simulate <- function(trace, rule_name) {
   set.seed(1)
   clock <- breaker_manual_clock()
-  sim <- if (rule_name == "httr2-style") httr2_style() else NULL
+  sim <- if (rule_name == "httr2") list2env(list(blocked_until = -Inf)) else NULL
   cb <- if (is.null(sim)) do.call(circuit_breaker, c(rules[[rule_name]], list(clock = clock))) else NULL
   sent_bad <- 0
+  blocked <- 0
   rejected_healthy <- 0
   first_open <- NA
   states <- character()
@@ -89,14 +95,15 @@ simulate <- function(trace, rule_name) {
     d <- downstream(trace, t, u)
     in_incident <- t >= incident[1] && t < incident[2]
     if (!is.null(sim)) {
-      if (sim$admit(t)) {
-        if (in_incident && (!d$ok || d$seconds > 1)) sent_bad <- sent_bad + 1
-        t <- t + d$seconds
-        sim$result(t, d$ok)
-      } else if (!in_incident || trace == "flapping" && d$ok) {
-        rejected_healthy <- rejected_healthy + 1
+      call <- httr2_call(sim, trace, t)
+      if (call$rejected) {
+        if (!in_incident || trace == "flapping" && d$ok) rejected_healthy <- rejected_healthy + 1
+      } else {
+        sent_bad <- sent_bad + call$bad
+        if (in_incident) blocked <- blocked + (call$t - t)
+        t <- call$t
       }
-      state <- sim$state(t)
+      state <- if (t < sim$blocked_until) "OPEN" else "CLOSED"
     } else {
       ran <- FALSE
       cb$execute(function() {
@@ -106,6 +113,7 @@ simulate <- function(trace, rule_name) {
         "ok"
       }, function() NULL)
       if (ran) {
+        if (in_incident) blocked <- blocked + d$seconds
         t <- t + d$seconds
         if (in_incident && (!d$ok || d$seconds > 1)) sent_bad <- sent_bad + 1
       } else if (!in_incident || trace == "flapping" && d$ok) {
@@ -126,6 +134,7 @@ simulate <- function(trace, rule_name) {
   data.frame(
     trace = trace, rule = rule_name,
     calls_to_failing_downstream = sent_bad,
+    seconds_blocked = round(blocked, 1),
     rejected_while_healthy = rejected_healthy,
     seconds_to_detect = if (is.na(first_open)) NA else round(first_open - incident[1], 1),
     seconds_to_recover = round(recovered_at - incident[2], 1)
@@ -136,11 +145,11 @@ traces <- c("hard down", "30% flaky", "slow", "flapping")
 table <- do.call(rbind, lapply(traces, function(tr) do.call(rbind, lapply(names(rules), function(r) simulate(tr, r)))))
 
 cat(sprintf("R %s, circuitbreaker %s, %s\n\n", getRversion(), packageVersion("circuitbreaker"), format(Sys.Date())))
-cat("| trace | rule | calls to the failing downstream | rejected while healthy | s to detect | s to recover |\n")
-cat("|---|---|---|---|---|---|\n")
+cat("| trace | rule | calls to the failing downstream | s blocked in calls during the incident | rejected while healthy | s to detect | s to recover |\n")
+cat("|---|---|---|---|---|---|---|\n")
 for (i in seq_len(nrow(table))) {
   r <- table[i, ]
-  cat(sprintf("| %s | %s | %d | %d | %s | %s |\n", r$trace, r$rule, r$calls_to_failing_downstream,
+  cat(sprintf("| %s | %s | %d | %s | %d | %s | %s |\n", r$trace, r$rule, r$calls_to_failing_downstream, r$seconds_blocked,
               r$rejected_while_healthy, ifelse(is.na(r$seconds_to_detect), "never", r$seconds_to_detect),
               r$seconds_to_recover))
 }
