@@ -100,6 +100,13 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
       class = c("circuit_breaker_missing_package", "circuit_breaker_error")
     )
   }
+  if (!requireNamespace("later", quietly = TRUE) || utils::packageVersion("later") < "1.4.0") {
+    # httr2's req_perform_promise() polls with later::later_fd() (later 1.4.0).
+    cli::cli_abort(
+      "{.fn breaker_perform_async} needs later 1.4.0 or later for httr2's {.fn req_perform_promise}.",
+      class = c("circuit_breaker_missing_package", "circuit_breaker_error")
+    )
+  }
   req <- check_httr2_request(req)
   check_breaker(breaker)
   check_fallback(fallback)
