@@ -26,6 +26,7 @@
 // A listener collects the median of each BENCHMARK's samples and prints one
 // summary table at the end of the run.
 #define CATCH_CONFIG_ENABLE_BENCHMARKING
+#include "../../tests/cpp/counting_new.hpp"
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -49,36 +50,7 @@ using cb::Nanos;
 using cb::Outcome;
 
 // ---------------------------------------------------------------------------
-// Counting allocator (replaces the global one for this binary).
-
-namespace {
-std::atomic<std::uint64_t> g_allocations{0};
-
-void* counted_alloc(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& tag) noexcept {
-  return operator new(n, tag);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+// Allocations are counted by counting_new.cpp, linked into this binary.
 
 // ---------------------------------------------------------------------------
 // Results, printed together at the end of the run.
@@ -494,9 +466,9 @@ namespace {
 template <typename Body>
 std::uint64_t allocations_over(std::uint64_t calls, Body body) {
   std::uint64_t acc = 0;
-  const std::uint64_t before = g_allocations.load();
+  const std::uint64_t before = cbtest::allocations();
   for (std::uint64_t i = 0; i < calls; ++i) acc += body(i);
-  const std::uint64_t after = g_allocations.load();
+  const std::uint64_t after = cbtest::allocations();
   g_sink.fetch_add(acc, std::memory_order_relaxed);
   return after - before;
 }
@@ -594,10 +566,10 @@ TEST_CASE("no heap allocation per call", "[alloc]") {
     CHECK(s.totals.expired > 0);
   }
   // The counting allocator does count (so the checks above can fail).
-  const std::uint64_t before = g_allocations.load();
+  const std::uint64_t before = cbtest::allocations();
   void* volatile p = ::operator new(16);
   ::operator delete(p);
-  CHECK(g_allocations.load() == before + 1);
+  CHECK(cbtest::allocations() == before + 1);
 }
 
 TEST_CASE("sizes", "[sizeof]") {

@@ -4,6 +4,7 @@
 //
 // This file replaces the global operator new/delete with counting versions,
 // to check that acquire/record/release never allocate.
+#include "counting_new.hpp"
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -31,39 +32,11 @@ using cb::Snapshot;
 using cb::State;
 
 // ---------------------------------------------------------------------------
-// Counting allocator (replaces the global one for the whole test binary).
+// Allocations are counted by counting_new.cpp, linked into this binary.
 
 namespace {
-std::atomic<std::uint64_t> g_allocations{0};
 void* volatile g_sink = nullptr;
-
-void* counted_alloc(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
 }  // namespace
-
-// Every plain and nothrow form is replaced, so that no allocation made by
-// one allocator is freed by another (AddressSanitizer checks the pairing).
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& tag) noexcept {
-  return operator new(n, tag);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 // ---------------------------------------------------------------------------
 
@@ -1277,7 +1250,7 @@ TEST_CASE("acquire, record and release never allocate", "[breaker][alloc]") {
   bool holding[kHeld] = {};
   cb::Transition log[cb::TransitionLog::kCapacity];
   Nanos t = 0;
-  const std::uint64_t before = g_allocations.load();
+  const std::uint64_t before = cbtest::allocations();
   for (int i = 0; i < 10000; ++i) {
     t += 97 * 1000;  // 97 us; time never goes back
     // Alternating bad (mostly failing) and good (mostly succeeding) phases.
@@ -1307,7 +1280,7 @@ TEST_CASE("acquire, record and release never allocate", "[breaker][alloc]") {
       seen += b.transitions_since(0, log, cb::TransitionLog::kCapacity);
     }
   }
-  const std::uint64_t after = g_allocations.load();
+  const std::uint64_t after = cbtest::allocations();
   CHECK(after == before);
 
   // The loop did go through every state the rules reach.
@@ -1325,10 +1298,10 @@ TEST_CASE("acquire, record and release never allocate", "[breaker][alloc]") {
   CHECK(seen > 0);
 
   // The counting allocator does count (so the check above can fail).
-  const std::uint64_t before_probe = g_allocations.load();
+  const std::uint64_t before_probe = cbtest::allocations();
   g_sink = ::operator new(16);
   ::operator delete(g_sink);
-  CHECK(g_allocations.load() == before_probe + 1);
+  CHECK(cbtest::allocations() == before_probe + 1);
 }
 
 // ---------------------------------------------------------------------------
