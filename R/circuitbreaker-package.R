@@ -21,8 +21,18 @@
 ## usethis namespace: end
 NULL
 
-# `ptr`, `listening`, `failure_when`, `private` and `self` are found in the
-# enclosing environment R6 gives each method (see initialize() in
-# R/r6-circuit-breaker.R, and R/execute.R and R/async.R, whose functions
-# become methods).
-utils::globalVariables(c("ptr", "listening", "failure_when", "private", "self"))
+# `ptr`, `core` and `self` are found in the enclosing environment R6 gives
+# each method (see initialize() in R/breaker-class.R; breaker_execute() and
+# breaker_execute_async() become methods).
+utils::globalVariables(c("ptr", "core", "self"))
+
+.onLoad <- function(libname, pkgname) {
+  # What the C++ core names, fetched once: its arguments (the one table in
+  # config_fields.hpp, which also gives circuit_breaker() its defaults), its
+  # states and its reasons for a rejection.
+  table <- cb_argument_table()
+  the$core_argument_names <- table$name
+  the$state_names <- cb_state_names()
+  the$rejection_names <- cb_rejection_names()
+  install_breaker_formals(topenv())
+}

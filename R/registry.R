@@ -10,6 +10,11 @@
 #' in the `CLOSED` state is dropped; an open breaker is never dropped (it is
 #' protecting something), so the registry may briefly hold more.
 #'
+#' The registry keeps each breaker's state (its C++ state machine and its R-side
+#' settings and listeners), not the R object you get: that is built again when
+#' needed, so a registered breaker costs about 3 KB. The object you hold stays
+#' the same object for as long as you hold it.
+#'
 #' @param x A URL (`"https://api.example.com/v1/items"`), an httr2 request, or
 #'   a host name with an optional port (`"api.example.com:8443"`).
 #' @param ... Arguments for [circuit_breaker()] used when the breaker is
@@ -30,15 +35,9 @@
 #' options(circuitbreaker.defaults = NULL)
 #' @export
 breaker_for <- function(x, ...) {
-  # An httr2 request's URL goes through the same remembered parse as a URL.
-  if (inherits(x, "httr2_request") && is.character(x$url)) x <- x$url
-  key <- if (is.character(x) && length(x) == 1L && !is.na(x) && nzchar(x)) {
-    registry$keys[[x]] %||% remember_key(x, breaker_key(x))
-  } else {
-    breaker_key(x)
-  }
+  key <- registry_key(x)
   found <- registry_get(key)
-  if (!is.null(found)) return(found)
+  if (!is.null(found)) return(breaker_view(found))
   args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), list(...))
   args$name <- key
   do.call(circuit_breaker, args)
@@ -48,16 +47,18 @@ breaker_for <- function(x, ...) {
 #' @param name The name of a registered breaker.
 #' @export
 breaker_get <- function(name) {
-  check_registry_name(name)
-  registry_get(name)
+  check_string(name)
+  core <- registry_get(name)
+  if (is.null(core)) NULL else breaker_view(core)
 }
 
 #' @rdname breaker_for
 #' @export
 breaker_list <- function() {
   names <- sort(ls(registry$entries, all.names = TRUE))
-  rows <- lapply(names, function(n) as.data.frame(registry$entries[[n]]$breaker$metrics(),
-                                                   stringsAsFactors = FALSE))
+  rows <- lapply(names, function(n) {
+    as.data.frame(breaker_metrics(registry$entries[[n]]), stringsAsFactors = FALSE)
+  })
   if (length(rows) == 0L) {
     return(as.data.frame(circuit_breaker(name = NULL)$metrics(), stringsAsFactors = FALSE)[0, ])
   }
@@ -69,12 +70,14 @@ breaker_list <- function() {
 #' @rdname breaker_for
 #' @export
 breaker_remove <- function(name) {
-  check_registry_name(name)
+  check_string(name)
   found <- exists(name, envir = registry$entries, inherits = FALSE)
   if (found) rm(list = name, envir = registry$entries)
   invisible(found)
 }
 
+# name -> the breaker's core (breaker-core.R), whose `used` field is the
+# registry's recency clock at its last use.
 registry <- new.env(parent = emptyenv())
 registry$entries <- new.env(parent = emptyenv(), hash = TRUE)
 registry$clock <- 0
@@ -82,6 +85,20 @@ registry$clock <- 0
 # URL -> key, remembered: parsing a URL costs ~25 us, a lookup ~1 us. Bounded:
 # forgotten wholesale when it grows past 10,000 URLs.
 registry$keys <- new.env(parent = emptyenv(), hash = TRUE)
+
+# The URL of an httr2 request, or `x` itself.
+request_url <- function(x) {
+  if (inherits(x, "httr2_request") && is.character(x$url)) x$url else x
+}
+
+# The registry key of a URL, an httr2 request or a host name.
+registry_key <- function(x, call = rlang::caller_env()) {
+  x <- request_url(x)
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
+    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+  }
+  registry$keys[[x]] %||% remember_key(x, breaker_key(x, call = call))
+}
 
 remember_key <- function(url, key) {
   if (length(registry$keys) >= 10000) registry$keys <- new.env(parent = emptyenv(), hash = TRUE)
@@ -95,27 +112,25 @@ registry_touch <- function() {
 }
 
 registry_get <- function(name) {
-  entry <- registry$entries[[name]]
-  if (is.null(entry)) return(NULL)
-  entry$used <- registry_touch()
-  registry$entries[[name]] <- entry
-  entry$breaker
+  core <- registry$entries[[name]]
+  if (!is.null(core)) core$used <- registry_touch()
+  core
 }
 
 # A registered breaker without marking it as used: for dashboards and
 # exporters that read every breaker on a schedule.
 registry_peek <- function(name) {
-  entry <- registry$entries[[name]]
-  if (is.null(entry)) NULL else entry$breaker
+  core <- registry$entries[[name]]
+  if (is.null(core)) NULL else breaker_view(core)
 }
 
 # Called by CircuitBreaker$new() for named breakers. A new breaker of the same
 # name replaces the old one (re-running a script should not pile them up).
-registry_add <- function(breaker) {
-  name <- breaker$name
-  if (!exists(name, envir = registry$entries, inherits = FALSE)) registry_make_room()
-  registry$entries[[name]] <- list(breaker = breaker, used = registry_touch())
-  invisible(breaker)
+registry_add <- function(core) {
+  if (!exists(core$name, envir = registry$entries, inherits = FALSE)) registry_make_room()
+  core$used <- registry_touch()
+  assign(core$name, core, envir = registry$entries)
+  invisible(core)
 }
 
 registry_make_room <- function() {
@@ -124,7 +139,7 @@ registry_make_room <- function() {
   names <- ls(registry$entries, all.names = TRUE, sorted = FALSE)
   used <- vapply(names, function(n) registry$entries[[n]]$used, numeric(1))
   for (n in names[order(used)]) {
-    if (identical(registry$entries[[n]]$breaker$state, "CLOSED")) {
+    if (identical(cb_state(registry$entries[[n]]$ptr), "CLOSED")) {
       rm(list = n, envir = registry$entries)
       return(invisible())
     }
@@ -132,19 +147,8 @@ registry_make_room <- function() {
   invisible()  # every breaker is open or held open: keep them all
 }
 
-check_registry_name <- function(name, call = rlang::caller_env()) {
-  if (!is.character(name) || length(name) != 1L || is.na(name) || !nzchar(name)) {
-    abort_bad_argument("name", "a single non-empty string", name, call = call)
-  }
-}
-
-# "host:port" for a URL or an httr2 request; a host (with optional port) as
-# given, lower-cased.
+# "host:port" for a URL; a host (with optional port) as given, lower-cased.
 breaker_key <- function(x, call = rlang::caller_env()) {
-  if (inherits(x, "httr2_request")) x <- x$url
-  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
-    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
-  }
   if (!grepl("://", x, fixed = TRUE)) {
     if (!grepl("^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?$", x)) {
       abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)

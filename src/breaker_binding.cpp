@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <utility>
 
 #include "config_from_r.h"
@@ -24,13 +25,6 @@ using circuitbreaker::State;
 using cbr::BreakerHandle;
 
 namespace {
-
-SEXP shared_integer(int value) {
-  SEXP x = Rf_ScalarInteger(value);
-  R_PreserveObject(x);
-  MARK_NOT_MUTABLE(x);
-  return x;
-}
 
 bool takes_no_arguments(SEXP f) {
   return TYPEOF(f) != CLOSXP || FORMALS(f) == R_NilValue;
@@ -53,28 +47,53 @@ Permit permit_from_r(SEXP x) {
 
 Outcome outcome_from_r(SEXP x) {
   if (TYPEOF(x) != INTSXP || Rf_xlength(x) != 1 || INTEGER(x)[0] < 0 ||
-      INTEGER(x)[0] > 2) {
+      INTEGER(x)[0] >= circuitbreaker::kOutcomeCount) {
     cbr::abort_invalid_object("outcome code");
   }
   return static_cast<Outcome>(INTEGER(x)[0]);
 }
 
-double seconds(Nanos ns) { return circuitbreaker::nanos_to_seconds(ns); }
+// Seconds for R: Inf for kNever, NA for a wait the core does not know.
+double seconds(Nanos ns) {
+  if (ns == circuitbreaker::kUnknownWait) return NA_REAL;
+  return circuitbreaker::nanos_to_seconds(ns);
+}
+
+// How long a probe taken by this call may stay unsettled. NULL: a
+// synchronous call, which always settles (an interrupt releases it). A
+// number, or NA for none: an asynchronous call and its timeout in seconds;
+// the core decides the lease from it.
+Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
+  if (timeout == R_NilValue) return circuitbreaker::kNever;
+  if (TYPEOF(timeout) != REALSXP || Rf_xlength(timeout) != 1) {
+    cbr::abort_invalid_object("probe lease (NULL or a number of seconds)");
+  }
+  const double t = REAL(timeout)[0];
+  return circuitbreaker::async_probe_lease(
+      h.breaker.settings(),
+      ISNAN(t) ? std::optional<Nanos>() : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));
+}
+
+// What R needs to answer a rejection: c(state, retry_after, reason, listening).
+SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a, State state) {
+  SEXP out = Rf_allocVector(REALSXP, 4);
+  REAL(out)[0] = static_cast<double>(state);
+  REAL(out)[1] = seconds(a.retry_after);
+  REAL(out)[2] = static_cast<double>(a.rejection);
+  REAL(out)[3] = h.listening ? 1 : 0;
+  return out;
+}
 
 }  // namespace
 
 // [[Rcpp::export(rng = false)]]
 SEXP cb_create(SEXP config, SEXP clock) {
-  return cbr::make_breaker_pointer(config, clock);
+  return cbr::make_breaker_pointer(cbr::config_merge(circuitbreaker::Config{}, config), clock);
 }
 
-// A permit (raw vector) when the call may go ahead. When it is rejected:
-// NULL if R need only call the zero-argument fallback (nobody listens), else
-// an integer (R then builds the condition and tells the listeners).
-extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func) {
+// See R/breaker-execute.R for what each kind of result means to R.
+extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func, SEXP timeout) {
   BEGIN_RCPP
-  static SEXP slow_path = shared_integer(1);
-
   BreakerHandle& h = cbr::breaker_from(ptr);
   if (!Rf_isFunction(request_func)) {
     cbr::abort_argument("request_func", "a function", request_func);
@@ -83,15 +102,20 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func) {
   if (has_fallback && !Rf_isFunction(fallback_func)) {
     cbr::abort_argument("fallback_func", "NULL or a function", fallback_func);
   }
-  const Admission a = h.breaker.acquire(h.now());
-  if (a.permitted) return permit_to_r(a.permit);
-  return (has_fallback && !h.listening && takes_no_arguments(fallback_func))
-             ? R_NilValue
-             : slow_path;
+  const circuitbreaker::Admission a = h.breaker.acquire(h.now(), probe_lease_from_r(h, timeout));
+  if (a.permitted) {
+    if (!h.listening) return permit_to_r(a.permit);
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 1));
+    SET_VECTOR_ELT(out, 0, permit_to_r(a.permit));
+    UNPROTECT(1);
+    return out;
+  }
+  if (has_fallback && !h.listening && takes_no_arguments(fallback_func)) return R_NilValue;
+  return rejection_to_r(h, a, h.breaker.state());
   END_RCPP
 }
 
-// Returns whether R has listeners to tell.
+// Returns whether the outcome was recorded and R has listeners to tell.
 extern "C" SEXP cb_record(SEXP ptr, SEXP permit, SEXP outcome, SEXP open_for) {
   BEGIN_RCPP
   BreakerHandle& h = cbr::breaker_from(ptr);
@@ -101,8 +125,8 @@ extern "C" SEXP cb_record(SEXP ptr, SEXP permit, SEXP outcome, SEXP open_for) {
   if (TYPEOF(open_for) == REALSXP && Rf_xlength(open_for) == 1 && REAL(open_for)[0] >= 0) {
     hint = circuitbreaker::seconds_to_nanos(REAL(open_for)[0]);
   }
-  h.breaker.record(p, o, h.now(), hint);
-  return Rf_ScalarLogical(h.listening);
+  const bool recorded = h.breaker.record(p, o, h.now(), hint);
+  return Rf_ScalarLogical(recorded && h.listening);
   END_RCPP
 }
 
@@ -114,56 +138,89 @@ extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
   END_RCPP
 }
 
+// Whether a fallback receives the condition (it declares an argument): the
+// rule cb_acquire() applies on its fast path, for R's other paths.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_note(SEXP ptr, SEXP outcome) {
-  BreakerHandle& h = cbr::breaker_from(ptr);
-  h.breaker.note(outcome_from_r(outcome), h.now());
-  return R_NilValue;
+bool cb_takes_argument(SEXP f) {
+  return !takes_no_arguments(f);
+}
+
+// The core's argument table: names and defaults (NULL for an optional that
+// is unset by default), for R's formals.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_argument_table() {
+  return Rcpp::List::create(
+      Rcpp::Named("name") = Rcpp::as<Rcpp::CharacterVector>(
+          Rcpp::wrap(cbr::config_to_list(circuitbreaker::Config{}, false)).attr("names")),
+      Rcpp::Named("default") = cbr::config_to_list(circuitbreaker::Config{}, false));
 }
 
 // [[Rcpp::export(rng = false)]]
-SEXP cb_reset(SEXP ptr) {
+Rcpp::CharacterVector cb_state_names() {
+  Rcpp::CharacterVector out(circuitbreaker::kStateCount);
+  for (int i = 0; i < circuitbreaker::kStateCount; ++i) {
+    out[i] = circuitbreaker::state_name(static_cast<State>(i));
+  }
+  return out;
+}
+
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_rejection_names() {
+  Rcpp::CharacterVector out(circuitbreaker::kRejectionCount);
+  for (int i = 0; i < circuitbreaker::kRejectionCount; ++i) {
+    out[i] = circuitbreaker::rejection_name(static_cast<circuitbreaker::Rejection>(i));
+  }
+  return out;
+}
+
+// [[Rcpp::export(rng = false)]]
+bool cb_note(SEXP ptr, SEXP outcome) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  return h.breaker.note(outcome_from_r(outcome), h.now()) && h.listening;
+}
+
+// [[Rcpp::export(rng = false)]]
+bool cb_reset(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   h.breaker.reset(h.now());
-  return R_NilValue;
+  return h.listening;
 }
 
 // [[Rcpp::export(rng = false)]]
-SEXP cb_force_open(SEXP ptr) {
+bool cb_force_open(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   h.breaker.force_open(h.now());
-  return R_NilValue;
+  return h.listening;
 }
 
 // [[Rcpp::export(rng = false)]]
-SEXP cb_disable(SEXP ptr) {
+bool cb_disable(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   h.breaker.disable(h.now());
-  return R_NilValue;
+  return h.listening;
 }
 
+// Applies the arguments named in `changes` on top of those in effect; the
+// core validates them and reseeds jitter. A rejected change changes nothing.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_reconfigure(SEXP ptr, SEXP config) {
+SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  const circuitbreaker::Config c = cbr::config_from_list(config);
+  const circuitbreaker::Config c = cbr::config_merge(cbr::stored_config(ptr), changes);
   h.breaker.reconfigure(circuitbreaker::make_settings(c), h.now());
-  SET_VECTOR_ELT(R_ExternalPtrProtected(ptr), 0, config);  // for rebuilding
+  cbr::store_config(ptr, c);
   return R_NilValue;
 }
 
-// The argument list the breaker was made (or last reconfigured) with.
+// The arguments the breaker was made (or last reconfigured) with.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_arguments(SEXP ptr) {
-  cbr::breaker_from(ptr);
-  return VECTOR_ELT(R_ExternalPtrProtected(ptr), 0);
+  return cbr::config_to_list(cbr::stored_config(ptr), false);
 }
 
 // Every configuration value in effect, defaults filled in.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_effective_config(SEXP ptr) {
-  cbr::breaker_from(ptr);
-  return cbr::config_to_list(
-      cbr::config_from_list(VECTOR_ELT(R_ExternalPtrProtected(ptr), 0)));
+  return cbr::config_to_list(cbr::stored_config(ptr), true);
 }
 
 // [[Rcpp::export(rng = false)]]
@@ -233,8 +290,7 @@ SEXP cb_snapshot(SEXP ptr) {
 // [[Rcpp::export(rng = false)]]
 SEXP cb_transitions(SEXP ptr, SEXP after) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  const double a = Rf_asReal(after);
-  const std::uint64_t after_seq = (a >= 0 && a < 1.8e19) ? static_cast<std::uint64_t>(a) : 0;
+  const std::uint64_t after_seq = circuitbreaker::count_from_double(Rf_asReal(after));
   circuitbreaker::Transition buf[circuitbreaker::TransitionLog::kCapacity];
   const std::size_t n = h.breaker.transitions_since(after_seq, buf, circuitbreaker::TransitionLog::kCapacity);
   const Nanos now = h.now();
@@ -284,17 +340,4 @@ SEXP cb_history(SEXP ptr) {
 // [[Rcpp::export(rng = false)]]
 int cb_handle_size() {
   return static_cast<int>(sizeof(BreakerHandle));
-}
-
-// What a rejected caller is told: the state and the seconds until the next
-// probe (Inf when forced open). Cheaper than a full snapshot.
-// [[Rcpp::export(rng = false)]]
-SEXP cb_rejection(SEXP ptr) {
-  BreakerHandle& h = cbr::breaker_from(ptr);
-  const circuitbreaker::Snapshot s = h.breaker.snapshot(h.now());
-  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
-  SET_VECTOR_ELT(out, 0, Rf_mkString(circuitbreaker::state_name(s.state)));
-  SET_VECTOR_ELT(out, 1, Rf_ScalarReal(seconds(s.retry_after)));
-  UNPROTECT(1);
-  return out;
 }

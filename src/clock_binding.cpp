@@ -1,4 +1,5 @@
-// R entry points of the manual clock.
+// R entry points of the manual clock. The allowed readings are the core's
+// rule (clock.hpp); this file converts and reports.
 #include <Rcpp.h>
 
 #include <cmath>
@@ -18,8 +19,8 @@ double single_number(SEXP x) {
 // [[Rcpp::export(rng = false)]]
 SEXP cb_clock_create(SEXP start) {
   const double s = single_number(start);
-  if (!(std::isfinite(s) && s >= 0 && s <= circuitbreaker::kMaxClockSeconds)) {
-    cbr::abort_argument("start", "a number of seconds from 0 to 4e9", start);
+  if (const char* must = circuitbreaker::ManualClock::check_start(s)) {
+    cbr::abort_argument("start", must, start);
   }
   return cbr::make_clock_pointer(circuitbreaker::seconds_to_nanos(s));
 }
@@ -33,11 +34,7 @@ double cb_clock_now(SEXP ptr) {
 double cb_clock_advance(SEXP ptr, SEXP by) {
   circuitbreaker::ManualClock& clock = cbr::clock_from(ptr);
   const double s = single_number(by);
-  const double now = circuitbreaker::nanos_to_seconds(clock.now());
-  if (!(std::isfinite(s) && s >= 0 && now + s <= circuitbreaker::kMaxClockSeconds)) {
-    cbr::abort_argument("seconds", "a number of seconds, at least 0, that keeps the clock below 4e9",
-                        by);
-  }
+  if (const char* must = clock.check_advance(s)) cbr::abort_argument("seconds", must, by);
   clock.advance(circuitbreaker::seconds_to_nanos(s));
   return circuitbreaker::nanos_to_seconds(clock.now());
 }

@@ -58,14 +58,13 @@ void abort_invalid_object(const char* what) {
   call_abort(call);
 }
 
-SEXP make_breaker_pointer(SEXP config, SEXP clock) {
-  const circuitbreaker::Config c = config_from_list(config);
+SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock) {
   const circuitbreaker::ManualClock* manual =
       clock == R_NilValue ? nullptr : &clock_from(clock);
   auto handle = std::make_unique<BreakerHandle>(circuitbreaker::make_settings(c), manual);
 
   SEXP prot = PROTECT(Rf_allocVector(VECSXP, 2));
-  SET_VECTOR_ELT(prot, 0, config);
+  SET_VECTOR_ELT(prot, 0, config_to_vector(c));
   SET_VECTOR_ELT(prot, 1, clock);
   SEXP ptr = PROTECT(R_MakeExternalPtr(handle.get(), breaker_tag(), prot));
   R_RegisterCFinalizerEx(ptr, finalize_breaker, TRUE);
@@ -85,7 +84,7 @@ BreakerHandle& breaker_from(SEXP ptr) {
   if (TYPEOF(prot) != VECSXP || Rf_xlength(prot) != 2) {
     abort_invalid_object("circuit breaker pointer (its configuration is missing)");
   }
-  const circuitbreaker::Config c = config_from_list(VECTOR_ELT(prot, 0));
+  const circuitbreaker::Config c = config_from_vector(VECTOR_ELT(prot, 0));
   SEXP clock = VECTOR_ELT(prot, 1);
   const circuitbreaker::ManualClock* manual =
       clock == R_NilValue ? nullptr : &clock_from(clock);
@@ -102,6 +101,15 @@ SEXP make_clock_pointer(Nanos start) {
   clock.release();
   UNPROTECT(1);
   return ptr;
+}
+
+circuitbreaker::Config stored_config(SEXP ptr) {
+  breaker_from(ptr);
+  return config_from_vector(VECTOR_ELT(R_ExternalPtrProtected(ptr), 0));
+}
+
+void store_config(SEXP ptr, const circuitbreaker::Config& c) {
+  SET_VECTOR_ELT(R_ExternalPtrProtected(ptr), 0, config_to_vector(c));
 }
 
 circuitbreaker::ManualClock& clock_from(SEXP ptr) {

@@ -39,9 +39,14 @@ BreakerHandle& breaker_from(SEXP ptr);
 // The manual clock behind a clock pointer, rebuilt (at time 0) if restored.
 circuitbreaker::ManualClock& clock_from(SEXP ptr);
 
-// New external pointers. The breaker's keeps its R configuration list and
-// its clock pointer (or NULL) in the protected field, for rebuilding.
-SEXP make_breaker_pointer(SEXP config, SEXP clock);
+// New external pointers. The breaker's keeps its configuration (the compact
+// vector of config_from_r.h) and its clock pointer (or NULL) in the protected
+// field, for rebuilding; that vector is the one home of the configuration.
+SEXP make_breaker_pointer(const circuitbreaker::Config& config, SEXP clock);
+
+// The configuration a breaker pointer keeps, and replacing it.
+circuitbreaker::Config stored_config(SEXP ptr);
+void store_config(SEXP ptr, const circuitbreaker::Config& config);
 SEXP make_clock_pointer(Nanos start);
 
 // Raises an R error of class circuit_breaker_invalid_argument (a

@@ -1,3 +1,8 @@
+# Synchronous httr2 and curl calls through a breaker.
+
+#' @include checks.R http-outcome.R registry.R
+NULL
+
 #' Perform HTTP requests through a circuit breaker
 #'
 #' Thin wrappers that give httr2 and curl calls `execute()` semantics, with a
@@ -120,12 +125,6 @@ handle_with_timeout <- function(handle, timeout) {
   handle
 }
 
-check_installed <- function(pkg, what, call = rlang::caller_env()) {
-  if (!requireNamespace(pkg, quietly = TRUE)) {
-    cli::cli_abort("{.fn {what}} needs the {.pkg {pkg}} package.",
-                   class = c("circuit_breaker_missing_package", "circuit_breaker_error"), call = call)
-  }
-}
 
 check_httr2_request <- function(req, call = rlang::caller_env()) {
   if (!inherits(req, "httr2_request")) abort_bad_argument("req", "an httr2 request", req, call = call)
@@ -139,16 +138,4 @@ check_url <- function(url, call = rlang::caller_env()) {
     (startsWith(url, "http://") || startsWith(url, "https://") ||
        grepl("^[A-Za-z][A-Za-z0-9+.-]*://", url))
   if (!ok) abort_bad_argument("url", "a single URL", url, call = call)
-}
-
-check_fallback <- function(fallback, call = rlang::caller_env()) {
-  if (!is.null(fallback) && !is.function(fallback)) {
-    abort_bad_argument("fallback", "NULL or a function of zero or one argument", fallback, call = call)
-  }
-}
-
-check_breaker <- function(breaker, call = rlang::caller_env()) {
-  if (!inherits(breaker, "CircuitBreaker")) {
-    abort_bad_argument("breaker", "a circuit breaker (from `circuit_breaker()` or `breaker_for()`)", breaker, call = call)
-  }
 }

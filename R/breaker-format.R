@@ -11,8 +11,11 @@ format_breaker <- function(m, config) {
            m$slow_calls, " slow, ", m$ignored, " ignored)   rejected: ", m$rejected,
            "   opened: ", m$times_opened, " times")
   )
-  if (m$state %in% c("OPEN", "HALF_OPEN") && m$seconds_until_probe > 0) {
-    lines <- c(lines, paste0("  next probe in ", format(signif(m$seconds_until_probe, 3)), " s"))
+  wait <- m$seconds_until_probe
+  if (m$state %in% c("OPEN", "HALF_OPEN") && isTRUE(wait > 0)) {
+    lines <- c(lines, paste0("  next probe in ", format(signif(wait, 3)), " s"))
+  } else if (m$state == "HALF_OPEN" && is.na(wait)) {
+    lines <- c(lines, "  probe in flight: the next call may go once it settles")
   }
   if (!is.na(m$failure_rate)) {
     lines <- c(lines, paste0("  window: ", m$window_calls, " calls, failure rate ",

@@ -62,26 +62,38 @@ abort_read_only <- function(field, instead, call = NULL) {
   )
 }
 
-# The condition for a rejected call. Built with base R only: it sits on a
-# path that should stay cheap (tens of microseconds, not hundreds).
-open_condition <- function(name, state, retry_after) {
+# The condition for a rejected call, describing the breaker at the moment of
+# refusal: its state, why the call was refused (the core's reason: "open",
+# "half_open_full", "forced_open" or "ramp_up") and the seconds until a call
+# may be admitted (`Inf` when forced open, `NA` when that depends on a probe
+# in flight that has no deadline). Built with base R only: it sits on a path
+# that should stay cheap (tens of microseconds, not hundreds).
+open_condition <- function(name, state, retry_after, reason) {
   label <- if (is.null(name)) "The circuit breaker" else paste0("Circuit breaker \"", name, "\"")
-  when <- if (is.infinite(retry_after)) {
-    "it was forced open; call `$reset()` to close it"
-  } else {
-    paste0("the next probe is allowed in ", sprintf("%.3g", retry_after), " s")
-  }
+  why <- switch(reason,
+    forced_open = "it was forced open; call `$reset()` to close it",
+    ramp_up = "it is letting calls back in gradually after recovering (ramp-up); retry at once",
+    half_open_full = if (is.na(retry_after)) {
+      "every probe slot is taken; the next call may go once a probe in flight settles"
+    } else {
+      paste0("every probe slot is taken; one frees in at most ", format_seconds(retry_after))
+    },
+    paste0("the next probe is allowed in ", format_seconds(retry_after))
+  )
   structure(
     class = c("circuit_breaker_open", "error", "condition"),
     list(
-      message = paste0(label, " is ", state, ": the call was not made (", when, ")."),
+      message = paste0(label, " is ", state, ": the call was not made (", why, ")."),
       call = NULL,
       breaker = name,
       state = state,
+      reason = reason,
       retry_after = retry_after
     )
   )
 }
+
+format_seconds <- function(x) paste0(sprintf("%.3g", x), " s")
 
 # The condition a fallback receives when the request returned a value that
 # counts as a failure (`failure_when`).
@@ -104,6 +116,21 @@ listener_warning <- function(event, error) {
       message = paste0("A listener for \"", event, "\" failed: ", conditionMessage(error)),
       call = NULL,
       event = event,
+      parent = error
+    )
+  )
+}
+
+
+# A failing `ignore` predicate: the error it was asked about counts as a
+# failure, and the predicate's own error becomes this warning.
+predicate_warning <- function(error) {
+  structure(
+    class = c("circuit_breaker_predicate_error", "warning", "condition"),
+    list(
+      message = paste0("The `ignore` predicate failed (the error counts as a failure): ",
+                       conditionMessage(error)),
+      call = NULL,
       parent = error
     )
   )

@@ -1,60 +1,8 @@
-# Asynchronous calls through a breaker: `$execute_async()` and the httr2 and
-# curl wrappers built on it.
-#
-# The permit is taken when the call starts and settled when the promise
-# settles. A promise that never settles holds a half-open probe slot until
-# half_open_max_wait expires it; in CLOSED a permit holds nothing, so an
-# abandoned promise costs nothing there. A result that arrives after the
-# breaker changed state only updates the counters (the core's generations).
+# Asynchronous HTTP calls through a breaker: httr2's req_perform_promise()
+# and curl's multi interface, on `$execute_async()`.
 
-breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_fallback = FALSE) {
-  check_installed("promises", "$execute_async()")
-  if (!identical(immediate_fallback, FALSE)) check_flag(immediate_fallback, "immediate_fallback")
-  permit <- .Call(cb_acquire, ptr, request_func, fallback_func)
-  if (is.null(permit) || is.integer(permit)) {
-    if (isTRUE(immediate_fallback)) {
-      # The fallback's value itself (or the circuit_breaker_open error, now):
-      # plumber answers a plain value synchronously, which costs several
-      # times less than a promise (bench/RESULTS.md, the avalanche section).
-      return(private$rejected(fallback_func))
-    }
-    # Rejected: resolve at once with the fallback, or reject with the
-    # circuit_breaker_open condition.
-    return(promises::promise_resolve(NULL) |>
-      promises::then(function(value) private$rejected(fallback_func)))
-  }
-  if (listening) private$emit_transitions()
-
-  settle_failure <- function(cond) {
-    private$record_error(permit, cond)
-    if (is.null(fallback_func) || private$is_ignored(cond)) stop(cond)
-    call_fallback(fallback_func, cond)
-  }
-  settle_value <- function(value) {
-    failed <- private$classify_value(value)
-    if (is.null(failed)) {
-      if (.Call(cb_record, ptr, permit, OUTCOME_SUCCESS, -1)) private$emit("success", value = value)
-      return(value)
-    }
-    if (.Call(cb_record, ptr, permit, OUTCOME_FAILURE, failed$open_for %||% -1)) {
-      private$emit("failure", condition = failed)
-    }
-    if (is.null(fallback_func)) value else call_fallback(fallback_func, failed)
-  }
-
-  # The request may fail before it returns a promise: that is a failure too.
-  started <- tryCatch(list(value = request_func()), error = function(e) list(error = e))
-  if (!is.null(started$error)) {
-    return(promises::promise_resolve(NULL) |>
-      promises::then(function(value) settle_failure(started$error)))
-  }
-  promises::then(
-    promises::as.promise(if (promises::is.promising(started$value)) started$value
-                         else promises::promise_resolve(started$value)),
-    onFulfilled = settle_value,
-    onRejected = settle_failure
-  )
-}
+#' @include http-perform.R breaker-async.R
+NULL
 
 #' Asynchronous HTTP requests through a circuit breaker
 #'
@@ -110,7 +58,7 @@ breaker_perform_async <- function(req, breaker = breaker_for(req), fallback = NU
   req <- check_httr2_request(req)
   check_breaker(breaker)
   check_fallback(fallback)
-  check_flag(immediate_fallback, "immediate_fallback")
+  check_bool(immediate_fallback)
   perform_promise <- get("req_perform_promise", envir = asNamespace("httr2"))
   breaker$execute_async(function() {
     perform_promise(without_retry_sleep(with_timeout_httr2(req, breaker$config$timeout)))
@@ -128,7 +76,7 @@ breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), 
   check_url(url)
   check_breaker(breaker)
   check_fallback(fallback)
-  check_flag(immediate_fallback, "immediate_fallback")
+  check_bool(immediate_fallback)
   if (!is.null(pool) && !inherits(pool, "curl_multi")) {
     abort_bad_argument("pool", "NULL or a curl pool from `curl::new_pool()`", pool)
   }

@@ -76,24 +76,3 @@ http_failure_condition <- function(response, status, name, open_for) {
     )
   )
 }
-
-check_failure_statuses <- function(x, call = rlang::caller_env()) {
-  ok <- is.numeric(x) && !is.object(x) && !anyNA(x) && all(x == floor(x)) && all(x >= 100 & x <= 599)
-  if (!ok) {
-    abort_bad_argument("failure_statuses", "a vector of HTTP status codes (whole numbers from 100 to 599)", x, call = call)
-  }
-  as.integer(x)
-}
-
-check_flag <- function(x, arg, call = rlang::caller_env()) {
-  if (!is.logical(x) || length(x) != 1L || is.na(x)) abort_bad_argument(arg, "`TRUE` or `FALSE`", x, call = call)
-  x
-}
-
-check_timeout <- function(x, call = rlang::caller_env()) {
-  if (is.null(x)) return(NULL)
-  if (!is.numeric(x) || is.object(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x <= 0 || x > 1e6) {
-    abort_bad_argument("timeout", "NULL or a number of seconds in (0, 1e6]", x, call = call)
-  }
-  as.numeric(x)
-}

@@ -7,6 +7,8 @@
 #' declare only the ones it needs, or `...`):
 #' * `"state_change"`: `from`, `to` (state names), `breaker`.
 #' * `"success"`: `value` (what the request returned), `breaker`.
+#'   A `DISABLED` breaker records nothing, and sends no `success`, `failure`
+#'   or `ignored` events.
 #' * `"failure"`: `condition` (the error, or a `circuit_breaker_failed_value`
 #'   condition), `breaker`.
 #' * `"ignored"`: `condition`, `breaker`.
@@ -27,61 +29,65 @@ NULL
 
 breaker_event_types <- c("state_change", "success", "failure", "ignored", "rejected")
 
-breaker_on <- function(self, private, event, callback) {
+# Listeners live in the breaker's core. The C++ core keeps one flag, whether
+# there are any (so that a rejection with a zero-argument fallback needs
+# nothing from R); set_listeners() is the one place that changes the list, and
+# it sets the flag from it.
+set_listeners <- function(core, listeners) {
+  core$listeners <- listeners
+  cb_set_listening(core$ptr, length(listeners) > 0L)
+}
+
+breaker_on <- function(core, event, callback, call) {
   if (!is.character(event) || length(event) != 1L || !event %in% breaker_event_types) {
     abort_bad_argument("event", paste0("one of ", paste0("\"", breaker_event_types, "\"", collapse = ", ")),
-      event, call = rlang::caller_call())
+                       event, call = call)
   }
-  if (!is.function(callback)) {
-    abort_bad_argument("callback", "a function", callback, call = rlang::caller_call())
-  }
-  id <- private$next_listener_id
-  private$next_listener_id <- id + 1L
-  if (!private$is_listening()) {
+  check_function(callback, "callback", call = call)
+  if (length(core$listeners) == 0L) {
     # Only transitions from now on are reported.
-    private$seen_transition <- cb_snapshot(private$ptr)$transitions
+    core$seen_transition <- cb_snapshot(core$ptr)$transitions
   }
-  private$listeners[[length(private$listeners) + 1L]] <- list(id = id, event = event, callback = callback)
-  private$set_hot("listening", TRUE)
-  cb_set_listening(private$ptr, TRUE)
+  id <- core$next_listener_id %||% 1L
+  core$next_listener_id <- id + 1L
+  set_listeners(core, c(core$listeners, list(list(id = id, event = event, callback = callback))))
   id
 }
 
-breaker_off <- function(self, private, id) {
-  ids <- vapply(private$listeners, function(l) l$id, integer(1))
+breaker_off <- function(core, id, call) {
   if (!is.numeric(id) || length(id) != 1L || is.na(id)) {
-    abort_bad_argument("id", "a listener id returned by `$on()`", id, call = rlang::caller_call())
+    abort_bad_argument("id", "a listener id returned by `$on()`", id, call = call)
   }
+  ids <- vapply(core$listeners, function(l) l$id, integer(1))
   found <- ids == id
-  private$listeners <- private$listeners[!found]
-  listening <- length(private$listeners) > 0L
-  private$set_hot("listening", listening)
-  cb_set_listening(private$ptr, listening)
+  set_listeners(core, core$listeners[!found])
   invisible(any(found))
 }
 
-# Calls the listeners of `event` with the arguments they accept.
-breaker_emit <- function(self, private, event, args) {
-  breaker_emit_transitions(self, private)
-  for (listener in private$listeners) {
+# Calls the listeners of `event` with the arguments they accept, after
+# reporting any transition the core made first.
+emit <- function(core, event, ...) {
+  emit_transitions(core)
+  args <- list(...)
+  for (listener in core$listeners) {
     if (identical(listener$event, event)) {
-      call_listener(listener$callback, event, c(args, list(breaker = self)))
+      call_listener(listener$callback, event, c(args, list(breaker = breaker_view(core))))
     }
   }
   invisible(NULL)
 }
 
 # Reports the transitions the core made since the last report.
-breaker_emit_transitions <- function(self, private) {
-  tr <- cb_transitions(private$ptr, private$seen_transition)
+emit_transitions <- function(core) {
+  tr <- cb_transitions(core$ptr, core$seen_transition %||% 0)
   n <- length(tr$seq)
   if (n == 0L) return(invisible(NULL))
-  private$seen_transition <- tr$seq[[n]]
+  core$seen_transition <- tr$seq[[n]]
   for (i in seq_len(n)) {
-    for (listener in private$listeners) {
+    for (listener in core$listeners) {
       if (identical(listener$event, "state_change")) {
         call_listener(listener$callback, "state_change",
-          list(from = tr$from[[i]], to = tr$to[[i]], breaker = self))
+                      list(from = tr$from[[i]], to = tr$to[[i]], breaker = breaker_view(core)))
       }
     }
   }

@@ -1,0 +1,60 @@
+# `$execute_async()`: a call whose request returns a promise.
+#
+# The permit is taken when the call starts and settled when the promise
+# settles. In CLOSED a permit holds nothing, so an abandoned promise costs
+# nothing there. A half-open probe holds a slot: unless half_open_max_wait
+# says otherwise, an async probe expires after the breaker's `timeout` (or
+# `recovery_timeout`) so that a promise that never settles cannot hold the
+# breaker in HALF_OPEN (the rule is the core's; R passes `timeout`). A result
+# that arrives after the breaker changed state only updates the counters (the
+# core's generations).
+
+#' @include breaker-execute.R
+NULL
+
+breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_fallback = FALSE) {
+  check_installed("promises", "$execute_async()")
+  check_bool(immediate_fallback)
+  permit <- .Call(cb_acquire, ptr, request_func, fallback_func, core$timeout %||% NA_real_)
+  if (is.null(permit) || is.double(permit)) {
+    # Rejected. The condition and the listeners' "rejected" event describe the
+    # breaker now, at the moment of refusal, not when the promise runs.
+    answer <- if (is.null(permit)) {
+      function() fallback_func()
+    } else {
+      notify_rejected(core, permit)
+      cond <- rejection_condition(core, permit)
+      function() {
+        if (is.null(fallback_func)) stop(cond)
+        call_fallback(fallback_func, cond)
+      }
+    }
+    # With immediate_fallback, the fallback's value itself (or the error,
+    # now): plumber answers a plain value synchronously, which costs several
+    # times less than a promise (bench/RESULTS.md, the avalanche section).
+    if (isTRUE(immediate_fallback)) return(answer())
+    return(promises::then(promises::promise_resolve(NULL), function(value) answer()))
+  }
+  if (is.list(permit)) {
+    emit_transitions(core)
+    permit <- permit[[1L]]
+  }
+
+  settle_error <- function(cond) {
+    ignored <- is_ignored(core, cond)
+    record_error(core, permit, cond, ignored)
+    if (is.null(fallback_func) || ignored) stop(cond)
+    call_fallback(fallback_func, cond)
+  }
+  # The request may fail before it returns a promise: that is a failure too.
+  started <- tryCatch(list(value = request_func()), error = function(e) list(error = e))
+  if (!is.null(started$error)) {
+    return(promises::then(promises::promise_resolve(NULL), function(value) settle_error(started$error)))
+  }
+  value <- started$value
+  promises::then(
+    if (promises::is.promising(value)) promises::as.promise(value) else promises::promise_resolve(value),
+    onFulfilled = function(value) settle_value(core, permit, value, fallback_func),
+    onRejected = settle_error
+  )
+}

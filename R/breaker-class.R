@@ -1,0 +1,304 @@
+# The CircuitBreaker R6 class and circuit_breaker(): the user's view of one
+# breaker. The view holds no state of its own: the C++ core holds the state
+# machine (behind `ptr`), and the breaker's R-side settings and listeners live
+# in its `core` environment (breaker-core.R). The registry keeps only `core`
+# and builds a view on demand (see breaker_view()), so a registered breaker
+# costs a few KB, not the tens of KB of an R6 object.
+
+#' @include breaker-core.R breaker-execute.R breaker-async.R breaker-events.R
+#' @include breaker-format.R breaker-clock.R
+NULL
+
+#' Circuit breakers
+#'
+#' @description
+#' A circuit breaker guards calls to a dependency (an HTTP service, a
+#' database). While the dependency works, calls go through (`CLOSED`). After
+#' `failure_threshold` consecutive failures the breaker opens (`OPEN`): calls
+#' are not made and `execute()` answers at once with the fallback. Once more
+#' than `recovery_timeout` seconds have passed, the next call goes through as a
+#' probe (`HALF_OPEN`): its success closes the breaker, its failure opens it
+#' again.
+#'
+#' With default arguments a breaker behaves exactly like the `CircuitBreaker`
+#' R6 class from the article this package follows: same states, same
+#' `failure_count`, same moment of the `OPEN` to `HALF_OPEN` move (lazily, on
+#' the next call once *more than* `recovery_timeout` seconds have passed). The
+#' state machine runs in C++; the R object is a thin wrapper around it.
+#'
+#' `circuit_breaker()` and `CircuitBreaker$new()` take the same arguments and
+#' return the same object.
+#'
+#' @section Rules beyond the original class:
+#' * **Failure rate**: with `failure_rate_threshold`, the breaker also opens
+#'   when the share of failures among the calls in a sliding window reaches the
+#'   threshold, once the window holds at least `minimum_calls` calls. The
+#'   window holds the last `window_size` calls (`window_type = "count"`, at most
+#'   1024) or the calls of the last `window_size` seconds (`"time"`, kept in 10
+#'   buckets). Use `failure_threshold = Inf` to rely on the rate alone.
+#' * **Slow calls**: a call taking longer than `slow_call_duration` seconds
+#'   (on the breaker's clock) is slow; with `slow_call_rate_threshold`, the
+#'   share of slow calls in the window opens the breaker like the failure rate.
+#' * **Probes**: `half_open_max_calls` probes are admitted in `HALF_OPEN`; the
+#'   breaker closes when that many have succeeded and opens again on the first
+#'   failure (or slow probe, when the slow-call rule is on). A probe not settled
+#'   within `half_open_max_wait` seconds counts as failed, so a lost probe can
+#'   never leave the breaker stuck.
+#' * **Backoff**: each consecutive re-opening multiplies the open duration by
+#'   `backoff_multiplier`, up to `max_recovery_timeout`; `jitter` shortens each
+#'   opening by a random share of up to `jitter` so that many processes do not
+#'   probe at once. Closing resets the duration.
+#' * **Ramp-up**: for `ramp_up` seconds after closing, only a linearly growing
+#'   share of calls is admitted (the others are rejected as if open), so that a
+#'   recovering dependency is not hit by the whole backlog at once.
+#'
+#' @section Outcomes:
+#' An error in `request_func` is a failure, unless it inherits from one of the
+#' classes in `ignore`, or is an HTTP error (httr2's `httr2_http_*`, httr's
+#' `http_*`) for a status not in `failure_statuses`: then it propagates
+#' unchanged and counts nowhere. A returned value is a success, unless it is an
+#' HTTP response (httr's `response`, httr2's `httr2_response`, the list from
+#' `curl::curl_fetch_memory()`) whose status is in `failure_statuses`, or
+#' `failure_when(value)` is `TRUE`. A failed value goes to the fallback as the
+#' `value` field of a `circuit_breaker_failed_value` condition
+#' (`circuit_breaker_http_failure` for a response, which also has `response`
+#' and `status`); without a fallback the value itself is returned.
+#'
+#' @param failure_threshold Consecutive failures that open the breaker: a whole
+#'   number of at least 1, or `Inf` to turn this rule off.
+#' @param recovery_timeout Seconds the breaker stays open before the next call
+#'   may probe (the probe happens once *more than* this has passed).
+#' @param failure_rate_threshold `NULL` (off) or a share in (0, 1]: open when
+#'   failures / calls in the window reach it.
+#' @param window_type `"count"` (the last `window_size` calls) or `"time"`
+#'   (the calls of the last `window_size` seconds).
+#' @param window_size Calls (count window, 1 to 1024, default 100) or seconds
+#'   (time window, default 60). `NULL` for the default.
+#' @param minimum_calls Calls the window must hold before the rate rules apply.
+#'   `NULL` for the default, 20 (or the window size, if smaller).
+#' @param slow_call_duration `NULL` or seconds: calls slower than this are slow.
+#' @param slow_call_rate_threshold `NULL` (off) or a share in (0, 1]: open when
+#'   slow calls / calls in the window reach it. Needs `slow_call_duration`.
+#' @param half_open_max_calls Probes admitted in `HALF_OPEN`, 1 to 32.
+#' @param half_open_max_wait `NULL` or seconds after which an unsettled probe
+#'   counts as failed. With `NULL`, a probe made by `$execute()` never expires
+#'   (it always settles: an interrupt releases it), and a probe made by
+#'   `$execute_async()` expires after `timeout` seconds, or after
+#'   `recovery_timeout` when `timeout` is `NULL`, so that a promise that never
+#'   settles cannot hold the breaker in `HALF_OPEN`. An expired probe re-opens
+#'   the breaker as of the moment it expired.
+#' @param backoff_multiplier Factor (at least 1) applied to the open duration
+#'   on each consecutive re-opening.
+#' @param max_recovery_timeout `NULL` or the longest open duration in seconds
+#'   (at least `recovery_timeout`).
+#' @param jitter Share (0 to 1) by which each open duration may be randomly
+#'   shortened.
+#' @param ramp_up Seconds over which calls are let back in after closing; 0 is
+#'   off.
+#' @param failure_when `NULL` or a function of the request's return value that
+#'   returns `TRUE` when the value counts as a failure.
+#' @param ignore `NULL`, a character vector of condition classes, or a
+#'   function of the condition that returns `TRUE` for an error that counts
+#'   neither as success nor as failure (it propagates, or goes to the
+#'   fallback, without being recorded).
+#' @param timeout `NULL` or seconds: the longest an HTTP call made through
+#'   [breaker_perform()] or [breaker_fetch()] may take (set on the request or
+#'   handle unless it already has a timeout). A timed-out call is a failure.
+#' @param failure_statuses HTTP status codes that make a response (or an
+#'   httr2/httr HTTP error) a failure. Other statuses are successes (the
+#'   downstream answered); HTTP errors raised for them propagate and count
+#'   nowhere.
+#' @param respect_retry_after If `TRUE`, a 429 or 503 response with a
+#'   `Retry-After` header that opens the breaker keeps it open at least that
+#'   long, up to `max_recovery_timeout` (one hour when that is `NULL`).
+#' @param clock `NULL` (the monotonic system clock) or a clock from
+#'   [breaker_manual_clock()].
+#' @param name `NULL` or a single string naming the breaker in messages and
+#'   metrics.
+#' @return A `CircuitBreaker` object.
+#'
+#' @examples
+#' cb <- circuit_breaker(failure_threshold = 2, recovery_timeout = 10)
+#' flaky <- function() stop("connection refused")
+#' cb$execute(flaky, function() "cached answer")
+#' cb$execute(flaky, function() "cached answer")
+#' cb$state
+#' # Open: the request is not even called.
+#' cb$execute(function() stop("not called"), function() "cached answer")
+#'
+#' # The fallback may take the condition that explains why it was called.
+#' cb$execute(flaky, function(cond) class(cond)[1])
+#' @export
+circuit_breaker <- function() {
+  # The formals are those of CircuitBreaker$new(), set when the package loads
+  # from the C++ core's argument table (see breaker_formals()).
+  do.call(CircuitBreaker$new, as.list(environment()))
+}
+
+#' @rdname circuit_breaker
+#' @format NULL
+#' @usage NULL
+#' @section Methods:
+#' * `$execute(request_func, fallback_func = NULL)`: calls `request_func()`
+#'   through the breaker. Returns its value, or the fallback's when the call
+#'   was rejected or failed. Without a fallback, a rejected call signals a
+#'   `circuit_breaker_open` error and a failed call's error propagates
+#'   unchanged (after being recorded). `fallback_func` takes no argument, or
+#'   one: the condition (the request's error, a `circuit_breaker_open`
+#'   condition, or a `circuit_breaker_failed_value` condition).
+#' * `$execute_async(request_func, fallback_func = NULL, immediate_fallback = FALSE)`:
+#'   the same for a `request_func` that returns a promise (or a plain value);
+#'   returns a promise (see [breaker_perform_async()] for `immediate_fallback`).
+#' * `$on_success()`, `$on_failure()`: record an outcome by hand, as in the
+#'   original R6 class (a success closes an open breaker).
+#' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:
+#'   reject every call until `$reset()`. `$disable()`: let every call through
+#'   and record nothing until `$reset()`.
+#' * `$configure(...)`: change arguments (same names as above except `clock`
+#'   and `name`); the state is kept. A rejected change changes nothing.
+#' * `$metrics()`: a named list: state, counts, rates, timings.
+#' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
+#'   `seconds_ago`, `from`, `to`). `$history()`: calls, failures, slow calls
+#'   and rejections in 5-second buckets over the last five minutes. See
+#'   [plot.CircuitBreaker()].
+#' * `$on(event, callback)`, `$off(id)`: listeners, see [breaker_events].
+#'
+#' Fields: `state`, `failure_count`, `last_failure_time` (`POSIXct`, or `NULL`
+#' before any failure), `failure_threshold`, `recovery_timeout`, `name`,
+#' `config`. They are read from the C++ state on each access. Assigning
+#' `failure_threshold` or `recovery_timeout` reconfigures the breaker;
+#' `state` and `failure_count` are read-only (use the methods).
+#' @export
+CircuitBreaker <- R6::R6Class("CircuitBreaker",
+  cloneable = FALSE,
+  public = list(
+    #' @description Create a breaker; see [circuit_breaker()] for arguments.
+    #' @param ... See [circuit_breaker()].
+    initialize = function(...) {
+      # The formals are replaced when the package loads (breaker_formals()).
+      args <- as.list(environment())
+      adopted <- view_pending$core
+      view_pending$core <- NULL
+      core <- adopted %||% new_breaker_core(args, call = environment())
+      # The methods' shared enclosing environment (beside `self`) is where
+      # they find `core`, and `ptr`: the core's external pointer, never
+      # replaced, kept here so that execute() finds it as a plain variable.
+      enclos <- parent.env(environment())
+      enclos$core <- core
+      enclos$ptr <- core$ptr
+      core$view <- rlang::new_weakref(self)
+      if (is.null(adopted) && !is.null(core$name)) registry_add(core)
+      invisible(self)
+    },
+
+    execute = breaker_execute,
+    execute_async = breaker_execute_async,
+
+    on_success = function() {
+      if (cb_note(ptr, OUTCOME_SUCCESS)) emit_transitions(core)
+      invisible(self)
+    },
+    on_failure = function() {
+      if (cb_note(ptr, OUTCOME_FAILURE)) emit_transitions(core)
+      invisible(self)
+    },
+    reset = function() {
+      if (cb_reset(ptr)) emit_transitions(core)
+      invisible(self)
+    },
+    force_open = function() {
+      if (cb_force_open(ptr)) emit_transitions(core)
+      invisible(self)
+    },
+    disable = function() {
+      if (cb_disable(ptr)) emit_transitions(core)
+      invisible(self)
+    },
+
+    configure = function(...) {
+      breaker_configure(core, list(...), call = rlang::current_call())
+      invisible(self)
+    },
+    metrics = function() breaker_metrics(core),
+    transitions = function() breaker_transitions(core),
+    history = function() breaker_history(core),
+    on = function(event, callback) breaker_on(core, event, callback, call = rlang::current_call()),
+    off = function(id) breaker_off(core, id, call = rlang::current_call()),
+
+    format = function(...) format_breaker(breaker_metrics(core), breaker_config(core)),
+    print = function(...) {
+      cat(self$format(), sep = "\n")
+      invisible(self)
+    }
+  ),
+
+  active = list(
+    state = function(value) {
+      if (!missing(value)) {
+        abort_read_only("state", "Use `$reset()`, `$force_open()` or `$disable()` to change it.")
+      }
+      cb_state(ptr)
+    },
+    failure_count = function(value) {
+      if (!missing(value)) abort_read_only("failure_count", "Use `$reset()` to zero it.")
+      cb_snapshot(ptr)$failure_count
+    },
+    last_failure_time = function(value) {
+      if (!missing(value)) abort_read_only("last_failure_time", "It is set when a call fails.")
+      ago <- cb_snapshot(ptr)$seconds_since_failure
+      if (is.na(ago)) NULL else Sys.time() - ago
+    },
+    failure_threshold = function(value) {
+      if (missing(value)) return(cb_arguments(ptr)$failure_threshold)
+      breaker_configure(core, list(failure_threshold = value), call = NULL)
+    },
+    recovery_timeout = function(value) {
+      if (missing(value)) return(cb_arguments(ptr)$recovery_timeout)
+      breaker_configure(core, list(recovery_timeout = value), call = NULL)
+    },
+    name = function(value) {
+      if (!missing(value)) abort_read_only("name", "Give the name when creating the breaker.")
+      core$name
+    },
+    config = function(value) {
+      if (!missing(value)) abort_read_only("config", "Use `$configure()` to change it.")
+      breaker_config(core)
+    }
+  )
+)
+
+# The R6 object of a breaker's core: the one the user holds, if it is still
+# alive, else a new one (a registered breaker keeps only its core, and the
+# view is rebuilt on demand after the garbage collector took the old one).
+breaker_view <- function(core) {
+  view <- if (!is.null(core$view)) rlang::wref_key(core$view)
+  if (!is.null(view)) return(view)
+  view_pending$core <- core
+  on.exit(view_pending$core <- NULL)
+  CircuitBreaker$new()
+}
+
+# Hands a core to the next CircuitBreaker$new(): R6's new() passes only the
+# user's arguments to initialize().
+view_pending <- new.env(parent = emptyenv())
+
+# Every argument of circuit_breaker(), with its default: the C++ core's
+# argument table (names and defaults defined once, in config_fields.hpp), then
+# the R-side arguments (breaker-core.R), then `clock` and `name`.
+breaker_formals <- function() {
+  table <- cb_argument_table()
+  core <- stats::setNames(table$default, table$name)
+  r_side <- lapply(r_arguments, function(a) a$default)
+  as.pairlist(c(core, r_side, list(clock = NULL, name = NULL)))
+}
+
+# Called from .onLoad(): gives CircuitBreaker$new() and circuit_breaker() the
+# formals of the argument table.
+install_breaker_formals <- function(ns) {
+  init <- CircuitBreaker$public_methods$initialize
+  formals(init) <- breaker_formals()
+  CircuitBreaker$set("public", "initialize", init, overwrite = TRUE)
+  fn <- get("circuit_breaker", envir = ns)
+  formals(fn) <- breaker_formals()
+  assign("circuit_breaker", fn, envir = ns)
+}

@@ -1,0 +1,131 @@
+# One breaker's R-side state, in one place: its `core` environment.
+#
+#   ptr                   the external pointer to the C++ state machine (which
+#                         owns every rule, the counts and the listening flag)
+#   name                  NULL or the registry name
+#   failure_when, ignore, timeout, failure_statuses, respect_retry_after
+#                         the R-side arguments (r_arguments below)
+#   listeners, next_listener_id, seen_transition
+#                         listeners (breaker-events.R); created on first $on()
+#   view                  a weak reference to the R6 object (breaker_view())
+#   used                  registry recency (registry.R)
+#
+# The R6 object (breaker-class.R) is a view of a core; the registry keeps
+# cores. Environments are used because the state is shared and mutable: the
+# view, the registry and the listeners all see the same one.
+
+#' @include checks.R http-outcome.R
+NULL
+
+# The C++ core's arguments (names from its argument table, fetched once).
+core_argument_names <- function() the$core_argument_names
+
+# The arguments the R layer owns (they say how R values and conditions become
+# outcomes; the core never sees them), with their defaults and checks.
+r_arguments <- list(
+  failure_when = list(
+    default = NULL,
+    check = function(x, call) {
+      check_function(x, "failure_when", allow_null = TRUE, what = "a function of the returned value",
+                     call = call)
+    }
+  ),
+  ignore = list(
+    default = NULL,
+    check = function(x, call) check_ignore(x, call = call)
+  ),
+  timeout = list(
+    default = NULL,
+    check = function(x, call) {
+      if (is.null(x)) return(NULL)
+      ok <- is.numeric(x) && !is.object(x) && length(x) == 1L && is.finite(x) && x > 0 && x <= 1e6
+      if (!ok) abort_bad_argument("timeout", "NULL or a number of seconds in (0, 1e6]", x, call = call)
+      as.numeric(x)
+    }
+  ),
+  failure_statuses = list(
+    default = quote(c(408L, 429L, 500:599)),
+    check = function(x, call) {
+      x <- check_integers(x, "failure_statuses", min = 100, max = 599, call = call,
+                          must = "a vector of HTTP status codes (whole numbers from 100 to 599)")
+      # Breakers with the default share one vector (a registered breaker
+      # should cost a few KB, and this one is 400 bytes).
+      if (identical(x, default_failure_statuses)) default_failure_statuses else x
+    }
+  ),
+  respect_retry_after = list(
+    default = TRUE,
+    check = function(x, call) check_bool(x, "respect_retry_after", call = call)
+  )
+)
+
+default_failure_statuses <- c(408L, 429L, 500:599)
+
+check_ignore <- function(x, call = rlang::caller_env()) {
+  if (is.null(x) || is.function(x)) return(x)
+  if (!is.character(x) || length(x) == 0L || anyNA(x) || !all(nzchar(x))) {
+    abort_bad_argument("ignore", "NULL, a character vector of condition classes, or a predicate function",
+                       x, call = call)
+  }
+  x
+}
+
+# A new core from the arguments of circuit_breaker(). Everything is checked
+# before the C++ breaker is made, so a bad argument leaves nothing behind.
+new_breaker_core <- function(args, call) {
+  core <- new.env(parent = emptyenv(), hash = FALSE)
+  core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
+  for (arg in names(r_arguments)) {
+    assign(arg, r_arguments[[arg]]$check(args[[arg]], call), envir = core)
+  }
+  core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call))
+  core
+}
+
+# $configure(): every change is checked before any is applied, so a rejected
+# change changes nothing. The C++ core merges its arguments into the ones in
+# effect, validates them and applies them (reseeding jitter) in one step.
+breaker_configure <- function(core, changes, call) {
+  if (length(changes) && (is.null(names(changes)) || !all(nzchar(names(changes))))) {
+    abort_bad_argument("...", "named arguments", changes, call = call)
+  }
+  allowed <- c(core_argument_names(), names(r_arguments))
+  unknown <- setdiff(names(changes), allowed)
+  if (length(unknown)) {
+    abort_bad_argument(unknown[[1]], paste("one of the breaker's arguments:", toString(allowed)),
+                       changes[[unknown[[1]]]], call = call)
+  }
+  r_changes <- changes[intersect(names(changes), names(r_arguments))]
+  for (arg in names(r_changes)) r_changes[arg] <- list(r_arguments[[arg]]$check(r_changes[[arg]], call))
+  core_changes <- changes[intersect(names(changes), core_argument_names())]
+  if (length(core_changes)) cb_reconfigure(core$ptr, core_changes)
+  for (arg in names(r_changes)) assign(arg, r_changes[[arg]], envir = core)
+  invisible(core)
+}
+
+# $config: every argument in effect (the core's with defaults filled in).
+breaker_config <- function(core) {
+  c(cb_effective_config(core$ptr),
+    mget(names(r_arguments), envir = core))
+}
+
+breaker_metrics <- function(core) {
+  c(list(name = core$name %||% NA_character_), cb_snapshot(core$ptr))
+}
+
+breaker_transitions <- function(core) {
+  tr <- cb_transitions(core$ptr, 0)
+  data.frame(seq = tr$seq, seconds_ago = tr$seconds_ago, from = tr$from, to = tr$to,
+             stringsAsFactors = FALSE)
+}
+
+breaker_history <- function(core) {
+  h <- cb_history(core$ptr)
+  data.frame(seconds_ago = h$seconds_ago, calls = h$calls, failures = h$failures,
+             slow_calls = h$slow_calls, rejected = h$rejected,
+             bucket_seconds = rep(h$bucket_seconds, length(h$calls)))
+}
+
+# Values the binding hands out once per session: names of the core's
+# arguments, states and rejection reasons (filled in by .onLoad()).
+the <- new.env(parent = emptyenv())
