@@ -13,198 +13,124 @@
 // generation changes on every state transition, so a result that arrives after
 // the breaker moved on (a slow call that started before a trip) updates the
 // counters only and never moves the state. A half-open probe also holds one of
-// at most kMaxHalfOpenCalls slots; the slot is freed exactly once, by record,
-// release, or expiry after half_open_max_wait.
+// at most kMaxHalfOpenCalls slots, with a deadline (half_open_max_wait, else
+// the caller's probe_lease, else none); the slot is freed exactly once, by
+// record, release, or expiry. A probe still in flight after its deadline is a
+// failed probe: the breaker re-opens as of the deadline.
 //
-// Defaults reproduce the seed document's R6 class: CLOSED until
-// failure_threshold consecutive failures; OPEN rejects until *more than*
-// recovery_timeout has passed, then the next call (lazily, on acquire) moves
-// it to HALF_OPEN as a probe; the probe's success closes and zeroes the
-// failure count, its failure re-opens. failure_count is never zeroed by a
-// trip, only by a success (or reset), exactly like the seed's field.
+// Defaults reproduce the R6 `CircuitBreaker` class from the article this
+// package follows: CLOSED until failure_threshold consecutive failures; OPEN
+// rejects until *more than* recovery_timeout has passed, then the next call
+// (lazily, on acquire) moves it to HALF_OPEN as a probe; the probe's success
+// closes and zeroes the failure count, its failure re-opens. failure_count is
+// never zeroed by a trip, only by a success (or reset), exactly like the
+// class's field.
+//
+// Where the state lives is the store's business (BasicBreaker<Store>): the
+// default Breaker keeps its BreakerState and SpinLock inside itself; an
+// ExternalStore points at a block and a lock that live elsewhere (shared
+// memory). The rules below are written once, for every store.
 #ifndef CIRCUITBREAKER_BREAKER_HPP
 #define CIRCUITBREAKER_BREAKER_HPP
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 
 #include "config.hpp"
 #include "history.hpp"
+#include "lock.hpp"
+#include "permit.hpp"
 #include "random.hpp"
-#include "spinlock.hpp"
+#include "snapshot.hpp"
+#include "state.hpp"
+#include "transition_log.hpp"
 #include "types.hpp"
 #include "window.hpp"
 
 namespace circuitbreaker {
 
-enum class PermitKind : std::uint8_t {
-  Counted = 0,     // issued in CLOSED: its result feeds the trip rules
-  Probe = 1,       // issued in HALF_OPEN: holds a probe slot
-  PassThrough = 2  // issued while DISABLED: its result is not recorded
-};
+// A store supplies `BreakerState& state()`, `const BreakerState& state() const`
+// and `LockT& lock() const` (a Lock, see lock.hpp).
 
-inline constexpr std::uint8_t kNoSlot = 0xff;
-
-struct Permit {
-  std::uint64_t generation = 0;
-  std::uint64_t lease = 0;  // serial of a probe's lease; 0 for other permits
-  Nanos started_at = 0;
-  std::uint8_t slot = kNoSlot;
-  PermitKind kind = PermitKind::Counted;
-};
-
-struct Admission {
-  bool permitted = false;
-  Permit permit;
-  Rejection rejection = Rejection::None;
-  Nanos retry_after = 0;  // when rejected: time until a call may be admitted
-};
-
-// Cumulative counts since creation; never reset (reset() zeroes the rules'
-// state, not history). `calls` counts recorded results: rejected, released
-// and ignored calls are not calls.
-struct Counters {
-  std::uint64_t calls = 0;
-  std::uint64_t successes = 0;
-  std::uint64_t failures = 0;
-  std::uint64_t slow = 0;
-  std::uint64_t ignored = 0;
-  std::uint64_t rejected = 0;
-  std::uint64_t released = 0;
-  std::uint64_t late = 0;     // results of an older generation
-  std::uint64_t expired = 0;  // probes not settled within half_open_max_wait
-  std::uint64_t times_opened = 0;
-};
-
-struct Transition {
-  std::uint64_t seq = 0;  // 1, 2, 3, ... over the breaker's life
-  Nanos at = 0;
-  State from = State::Closed;
-  State to = State::Closed;
-};
-
-// A bounded history of transitions, for events and for plotting.
-class TransitionLog {
+// The state block and its lock inside the breaker (one process).
+template <typename LockT>
+class LocalStore {
  public:
-  static constexpr std::size_t kCapacity = 32;
-
-  void push(Nanos at, State from, State to) noexcept {
-    Transition& t = ring_[last_seq_ % kCapacity];
-    t = Transition{++last_seq_, at, from, to};
-  }
-  std::uint64_t last_seq() const noexcept { return last_seq_; }
-
-  // Copies the transitions with seq > `after`, oldest first, into `out`
-  // (at most `max` of them, the newest kept when more are available).
-  std::size_t since(std::uint64_t after, Transition* out,
-                    std::size_t max) const noexcept {
-    if (after >= last_seq_) return 0;  // also keeps after + 1 from wrapping
-    std::uint64_t first = after + 1;
-    const std::uint64_t oldest_kept =
-        last_seq_ > kCapacity ? last_seq_ - kCapacity + 1 : 1;
-    if (first < oldest_kept) first = oldest_kept;
-    if (last_seq_ >= first && last_seq_ - first + 1 > max) {
-      first = last_seq_ - max + 1;
-    }
-    std::size_t n = 0;
-    for (std::uint64_t s = first; s <= last_seq_; ++s) {
-      out[n++] = ring_[(s - 1) % kCapacity];
-    }
-    return n;
-  }
+  using Lock = LockT;
+  BreakerState& state() noexcept { return state_; }
+  const BreakerState& state() const noexcept { return state_; }
+  LockT& lock() const noexcept { return lock_; }
 
  private:
-  Transition ring_[kCapacity] = {};
-  std::uint64_t last_seq_ = 0;
+  BreakerState state_;
+  mutable LockT lock_;
 };
 
-// Everything a caller may want to show or export, read under one lock.
-struct Snapshot {
-  State state = State::Closed;
-  std::uint64_t generation = 0;
-  Nanos now = 0;
-  Nanos state_since = 0;
-  std::uint64_t consecutive_failures = 0;  // the seed's failure_count
-  bool has_failure = false;
-  Nanos last_failure_at = 0;
-  Counters totals;
-  WindowTotals window;
-  double failure_rate = std::numeric_limits<double>::quiet_NaN();
-  double slow_rate = std::numeric_limits<double>::quiet_NaN();
-  Nanos open_duration = 0;  // of the current or, when not open, the last opening
-  Nanos retry_after = 0;    // until the next probe may be admitted
-  std::uint32_t probes_in_flight = 0;
-  std::uint32_t probe_successes = 0;
-  std::uint64_t consecutive_opens = 0;
-  double ramp_share = 1;  // share of calls admitted (ramp-up after closing)
-  std::uint64_t last_transition = 0;
-};
-
-// The mutable state of one breaker: a flat block of fixed size (counters,
-// timestamps, fixed-capacity arrays; no pointers, no heap), so that it could
-// live in shared memory.
-struct BreakerState {
-  State state = State::Closed;
-  std::uint64_t generation = 1;
-  Nanos state_since = 0;
-
-  std::uint64_t consecutive_failures = 0;
-  bool has_failure = false;
-  Nanos last_failure_at = 0;
-
-  Nanos opened_at = 0;
-  Nanos open_duration = 0;
-  std::uint64_t consecutive_opens = 0;  // re-opens since the last close
-  double jitter_factor = 1;
-  Nanos open_hint = -1;  // an opening's duration asked for by the caller
-
-  std::uint32_t probe_mask = 0;  // bit i: slot i holds a probe in flight
-  std::uint32_t probe_successes = 0;
-  std::uint64_t lease_serial = 0;
-  std::uint64_t probe_lease[kMaxHalfOpenCalls] = {};
-  Nanos probe_started[kMaxHalfOpenCalls] = {};
-
-  bool ramping = false;
-  Nanos ramp_started = 0;
-  double ramp_credit = 0;
-
-  std::uint64_t rng = 0;
-  Counters totals;
-  CountWindow count_window;
-  TimeWindow time_window;
-  TransitionLog log;
-  ActivityHistory history;
-};
-
-class Breaker {
+// A state block and a lock that live elsewhere (for instance in a
+// shared-memory mapping); both must outlive the breaker.
+template <typename LockT>
+class ExternalStore {
  public:
-  Breaker(const Settings& settings, Nanos now) noexcept : settings_(settings) {
-    st_.state_since = now;
-    st_.rng = settings.seed;
-    st_.open_duration = settings.recovery_timeout;
+  using Lock = LockT;
+  ExternalStore(BreakerState& state, LockT& lock) noexcept : state_(&state), lock_(&lock) {}
+  BreakerState& state() noexcept { return *state_; }
+  const BreakerState& state() const noexcept { return *state_; }
+  LockT& lock() const noexcept { return *lock_; }
+
+ private:
+  BreakerState* state_;
+  LockT* lock_;
+};
+
+template <typename Store>
+class BasicBreaker {
+ public:
+  using Lock = typename Store::Lock;
+
+  // A new breaker whose store makes its own state block (LocalStore).
+  BasicBreaker(const Settings& settings, Nanos now) noexcept : settings_(settings) {
+    init(now);
   }
-  Breaker(const Breaker&) = delete;
-  Breaker& operator=(const Breaker&) = delete;
+
+  // A new breaker on a store's block (ExternalStore): (re)initialises the
+  // block as of `now`.
+  BasicBreaker(Store store, const Settings& settings, Nanos now) noexcept
+      : store_(store), settings_(settings) {
+    init(now);
+  }
+
+  // Attaches to a state block that someone initialised before (another
+  // process): nothing in it changes, the jitter generator included.
+  struct Attach {};
+  BasicBreaker(Attach, Store store, const Settings& settings) noexcept
+      : store_(store), settings_(settings) {}
+
+  BasicBreaker(const BasicBreaker&) = delete;
+  BasicBreaker& operator=(const BasicBreaker&) = delete;
 
   const Settings& settings() const noexcept { return settings_; }
 
-  Admission acquire(Nanos now) noexcept {
-    SpinGuard guard(lock_);
+  // A permit or a rejection. A probe issued in HALF_OPEN must settle by
+  // now + half_open_max_wait when the configuration sets one, otherwise by
+  // now + probe_lease (saturating); probe_lease kNever or negative: no
+  // deadline (the call is synchronous and always settles).
+  Admission acquire(Nanos now, Nanos probe_lease = kNever) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
     expire_probes(now);
-    switch (st_.state) {
+    switch (st.state) {
       case State::Closed:
-        if (st_.ramping && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
+        if (st.ramping && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
         return grant(PermitKind::Counted, now);
       case State::Open:
-        if (now - st_.opened_at > st_.open_duration) {
+        if (now - st.opened_at > st.open_duration) {
           transition(State::HalfOpen, now);
-          return take_probe(now);
+          return take_probe(now, probe_lease);
         }
-        return reject(Rejection::Open, st_.opened_at + st_.open_duration - now, now);
+        return reject(Rejection::Open, st.opened_at + st.open_duration - now, now);
       case State::HalfOpen:
-        return take_probe(now);
+        return take_probe(now, probe_lease);
       case State::ForcedOpen:
         return reject(Rejection::ForcedOpen, kNever, now);
       case State::Disabled:
@@ -216,157 +142,175 @@ class Breaker {
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
   // this failure opens the breaker, it stay open at least that long (a
   // server's Retry-After), within max_recovery_timeout (an hour if unset).
-  void record(const Permit& p, Outcome outcome, Nanos now,
-              Nanos open_for = -1) noexcept {
-    SpinGuard guard(lock_);
+  //
+  // Returns whether the outcome was recorded: false only for a PassThrough
+  // permit (issued while DISABLED), which counts nowhere. Every other permit
+  // is recorded, true: a success or failure adds to totals (calls,
+  // successes / failures, slow) and the activity history even when it is
+  // late (an older generation, or a probe settled before: totals.late), in
+  // which case it moves no state; an Ignored outcome adds to totals.ignored
+  // only and frees its probe slot. A caller reports a success / failure
+  // event exactly when this returns true for a Success / Failure outcome.
+  bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
     expire_probes(now);
-    if (p.kind == PermitKind::PassThrough) return;
-    const bool current = p.generation == st_.generation;
+    if (p.kind == PermitKind::PassThrough) return false;
+    const bool current = p.generation == st.generation;
     if (outcome == Outcome::Ignored) {
-      ++st_.totals.ignored;
+      ++st.totals.ignored;
       if (current) free_probe_slot(p);
-      return;
+      return true;
     }
     const bool failed = outcome == Outcome::Failure;
-    const bool slow = settings_.slow_tracking &&
-                      now - p.started_at > settings_.slow_call_duration;
+    const bool slow =
+        settings_.slow_tracking && now - p.started_at > settings_.slow_call_duration;
     count_result(failed, slow, now);
     if (!current) {
-      ++st_.totals.late;
-      return;
-    }
-    if (p.kind == PermitKind::Counted) {
+      ++st.totals.late;
+    } else if (p.kind == PermitKind::Counted) {
       closed_result(failed, slow, now, open_for);
     } else if (free_probe_slot(p)) {
       probe_result(failed, slow, now, open_for);
     } else {
-      ++st_.totals.late;  // settled before (released, or recorded twice)
+      ++st.totals.late;  // settled before (released, or recorded twice)
     }
+    return true;
   }
 
   // Settles a permit whose call was interrupted or cancelled: frees its probe
   // slot, counts nothing but `released`.
   void release(const Permit& p, Nanos now) noexcept {
-    SpinGuard guard(lock_);
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
     expire_probes(now);
     if (p.kind == PermitKind::PassThrough) return;
-    ++st_.totals.released;
-    if (p.generation == st_.generation) free_probe_slot(p);
+    ++st.totals.released;
+    if (p.generation == st.generation) free_probe_slot(p);
   }
 
-  // The seed's on_success() / on_failure(), called by hand outside a permit:
-  // a success closes from any open state, a failure in OPEN restarts the open
-  // timer (the seed measures it from the last failure).
-  void note(Outcome outcome, Nanos now) noexcept {
-    SpinGuard guard(lock_);
+  // The R6 class's on_success() / on_failure(), called by hand outside a
+  // permit: a success closes from any open state, a failure in OPEN restarts
+  // the open timer (the class measures it from the last failure). Returns
+  // false (and records nothing) when DISABLED, true otherwise.
+  bool note(Outcome outcome, Nanos now) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
     expire_probes(now);
-    if (st_.state == State::Disabled) return;
+    if (st.state == State::Disabled) return false;
     if (outcome == Outcome::Ignored) {
-      ++st_.totals.ignored;
-      return;
+      ++st.totals.ignored;
+      return true;
     }
     const bool failed = outcome == Outcome::Failure;
     count_result(failed, false, now);
-    switch (st_.state) {
+    switch (st.state) {
       case State::Closed:
         closed_result(failed, false, now, -1);
         break;
       case State::Open:
       case State::HalfOpen:
-        if (failed) {
-          note_failure(now);
-          if (st_.state == State::Open) {
-            st_.opened_at = now;
-          } else {
-            trip(now, -1);
-          }
-        } else {
+        if (!failed) {
           close(now);
+        } else if (st.state == State::Open) {
+          note_failure(now);
+          st.opened_at = now;
+        } else {
+          note_failure(now);
+          trip(now, -1);
         }
         break;
       case State::ForcedOpen:
-        if (failed) note_failure(now); else st_.consecutive_failures = 0;
+        if (failed) {
+          note_failure(now);
+        } else {
+          st.consecutive_failures = 0;
+        }
         break;
       case State::Disabled:
         break;
     }
+    return true;
   }
 
   // Back to CLOSED with the rules' state cleared (counters are history and
   // stay). Outstanding permits become stale.
   void reset(Nanos now) noexcept {
-    SpinGuard guard(lock_);
-    if (st_.state == State::Closed) {
-      ++st_.generation;  // in-flight results no longer feed the rules
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
+    if (st.state == State::Closed) {
+      ++st.generation;  // in-flight results no longer feed the rules
     } else {
       transition(State::Closed, now);
     }
-    st_.consecutive_failures = 0;
-    st_.consecutive_opens = 0;
-    st_.ramping = false;
+    st.consecutive_failures = 0;
+    st.consecutive_opens = 0;
+    st.ramping = false;
     clear_window();
   }
 
   // Rejects every call until reset().
   void force_open(Nanos now) noexcept {
-    SpinGuard guard(lock_);
-    if (st_.state != State::ForcedOpen) transition(State::ForcedOpen, now);
+    LockGuard<Lock> guard(store_.lock());
+    if (store_.state().state != State::ForcedOpen) transition(State::ForcedOpen, now);
   }
 
   // Admits every call and records nothing until reset().
   void disable(Nanos now) noexcept {
-    SpinGuard guard(lock_);
-    if (st_.state != State::Disabled) transition(State::Disabled, now);
+    LockGuard<Lock> guard(store_.lock());
+    if (store_.state().state != State::Disabled) transition(State::Disabled, now);
   }
 
-  // Applies a new (validated) configuration, keeping the state. A window of a
+  // Applies a new (validated) configuration, keeping the state. The jitter
+  // generator is seeded anew (from rng_seed, or from entropy); a window of a
   // different shape starts empty; an open duration follows the new timeouts;
   // a half-open breaker whose probes already met a lowered
-  // half_open_max_calls closes (it would otherwise wait forever).
+  // half_open_max_calls closes (it would otherwise wait forever). Probes in
+  // flight keep the deadlines they were given.
   void reconfigure(const Settings& s, Nanos now) noexcept {
-    SpinGuard guard(lock_);
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& st = store_.state();
     const bool window_changed = s.window_type != settings_.window_type ||
                                 s.window_calls != settings_.window_calls ||
                                 s.window_bucket != settings_.window_bucket;
-    const bool timing_changed =
-        s.recovery_timeout != settings_.recovery_timeout ||
-        s.backoff_multiplier != settings_.backoff_multiplier ||
-        s.max_recovery_timeout != settings_.max_recovery_timeout ||
-        s.max_open_hint != settings_.max_open_hint;
+    const bool timing_changed = s.recovery_timeout != settings_.recovery_timeout ||
+                                s.backoff_multiplier != settings_.backoff_multiplier ||
+                                s.max_recovery_timeout != settings_.max_recovery_timeout ||
+                                s.max_open_hint != settings_.max_open_hint;
     settings_ = s;
+    reseed();
     if (window_changed) clear_window();
     if (timing_changed) {
-      st_.open_duration = open_duration_for(
-          st_.consecutive_opens == 0 ? 1 : st_.consecutive_opens,
-          st_.jitter_factor, st_.open_hint);
+      st.open_duration = open_duration_for(st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
+                                           st.jitter_factor, st.open_hint);
     }
-    if (settings_.ramp_up == 0) st_.ramping = false;
-    if (st_.state == State::HalfOpen &&
-        st_.probe_successes >= settings_.half_open_max_calls) {
+    if (settings_.ramp_up == 0) st.ramping = false;
+    if (st.state == State::HalfOpen && st.probe_successes >= settings_.half_open_max_calls) {
       close(now);
     }
   }
 
   Snapshot snapshot(Nanos now) const noexcept {
-    SpinGuard guard(lock_);
+    LockGuard<Lock> guard(store_.lock());
+    const BreakerState& st = store_.state();
     Snapshot s;
-    s.state = st_.state;
-    s.generation = st_.generation;
+    s.state = st.state;
+    s.generation = st.generation;
     s.now = now;
-    s.state_since = st_.state_since;
-    s.consecutive_failures = st_.consecutive_failures;
-    s.has_failure = st_.has_failure;
-    s.last_failure_at = st_.last_failure_at;
-    s.totals = st_.totals;
+    s.state_since = st.state_since;
+    s.consecutive_failures = st.consecutive_failures;
+    s.has_failure = st.has_failure;
+    s.last_failure_at = st.last_failure_at;
+    s.totals = st.totals;
     s.window = window_totals(now);
     if (s.window.calls > 0) {
       s.failure_rate = ratio(s.window.failures, s.window.calls);
       s.slow_rate = ratio(s.window.slow, s.window.calls);
     }
-    s.open_duration = st_.open_duration;
-    switch (st_.state) {
+    s.open_duration = st.open_duration;
+    switch (st.state) {
       case State::Open: {
-        const Nanos left = st_.opened_at + st_.open_duration - now;
+        const Nanos left = st.opened_at + st.open_duration - now;
         s.retry_after = left > 0 ? left : 0;
         break;
       }
@@ -379,37 +323,35 @@ class Breaker {
       default:
         s.retry_after = 0;
     }
-    s.probes_in_flight = popcount(st_.probe_mask);
-    s.probe_successes = st_.probe_successes;
-    s.consecutive_opens = st_.consecutive_opens;
+    s.probes_in_flight = st.probes.count();
+    s.probe_successes = st.probe_successes;
+    s.consecutive_opens = st.consecutive_opens;
     s.ramp_share = 1;
-    if (st_.ramping && settings_.ramp_up > 0) {
-      const Nanos elapsed = now - st_.ramp_started;
+    if (st.ramping && settings_.ramp_up > 0) {
+      const Nanos elapsed = now - st.ramp_started;
       if (elapsed < settings_.ramp_up) {
-        s.ramp_share = static_cast<double>(elapsed) /
-                       static_cast<double>(settings_.ramp_up);
+        s.ramp_share = static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
       }
     }
-    s.last_transition = st_.log.last_seq();
+    s.last_transition = st.log.last_seq();
     return s;
   }
 
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const noexcept {
-    SpinGuard guard(lock_);
-    return st_.log.since(after, out, max);
+    LockGuard<Lock> guard(store_.lock());
+    return store_.state().log.since(after, out, max);
   }
 
   // Activity in the last kHistoryBuckets buckets; `out` holds that many.
   std::size_t history(Nanos now, ActivityBucket* out) const noexcept {
-    SpinGuard guard(lock_);
-    return st_.history.recent(now, out);
+    LockGuard<Lock> guard(store_.lock());
+    return store_.state().history.recent(now, out);
   }
 
   // The failure rate (or slow rate) test shared by the state machine and its
   // tests: division keeps 3 failures in 10 calls >= 0.3 true.
-  static bool rate_reached(std::uint64_t count, std::uint64_t calls,
-                           double threshold) noexcept {
+  static bool rate_reached(std::uint64_t count, std::uint64_t calls, double threshold) noexcept {
     return ratio(count, calls) >= threshold;
   }
 
@@ -417,158 +359,165 @@ class Breaker {
   static double ratio(std::uint64_t count, std::uint64_t calls) noexcept {
     return static_cast<double>(count) / static_cast<double>(calls);
   }
-  static std::uint32_t popcount(std::uint32_t x) noexcept {
-    std::uint32_t n = 0;
-    for (; x; x &= x - 1) ++n;
-    return n;
+
+  void init(Nanos now) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    BreakerState& s = st();
+    s = BreakerState{};
+    s.state_since = now;
+    s.open_duration = settings_.recovery_timeout;
+    reseed();
   }
-  static std::uint32_t lowest_clear_bit(std::uint32_t x) noexcept {
-    std::uint32_t i = 0;
-    while (x & (std::uint32_t{1} << i)) ++i;
-    return i;
-  }
+
+  BreakerState& st() noexcept { return store_.state(); }
+  const BreakerState& st() const noexcept { return store_.state(); }
+
+  void reseed() noexcept { st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed(); }
 
   Admission grant(PermitKind kind, Nanos now) noexcept {
     Admission a;
     a.permitted = true;
-    a.permit.generation = st_.generation;
+    a.permit.generation = st().generation;
     a.permit.started_at = now;
     a.permit.kind = kind;
     return a;
   }
 
+  // `retry_after` is clamped to >= 0, except kUnknownWait.
   Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
-    ++st_.totals.rejected;
-    st_.history.add_rejection(now);
+    ++st().totals.rejected;
+    st().history.add_rejection(now);
     Admission a;
     a.rejection = why;
-    a.retry_after = retry_after > 0 ? retry_after : 0;
+    a.retry_after = retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
     return a;
   }
 
   bool probes_full() const noexcept {
-    return popcount(st_.probe_mask) + st_.probe_successes >=
-           settings_.half_open_max_calls;
+    return st().probes.count() + st().probe_successes >= settings_.half_open_max_calls;
   }
 
-  // Until the oldest probe in flight expires, if probes expire at all.
+  // When every slot is taken: until the earliest deadline of a probe in
+  // flight, or kUnknownWait when none has one.
   Nanos probe_retry_after(Nanos now) const noexcept {
-    if (settings_.half_open_max_wait == kNever || st_.probe_mask == 0) return 0;
-    Nanos first = kNever;
-    for (std::uint32_t i = 0; i < kMaxHalfOpenCalls; ++i) {
-      if ((st_.probe_mask >> i) & 1u) {
-        const Nanos at = st_.probe_started[i] + settings_.half_open_max_wait - now;
-        if (at < first) first = at;
-      }
-    }
-    return first > 0 ? first : 0;
+    const Nanos first = st().probes.earliest_deadline();
+    if (first == kNever) return kUnknownWait;
+    return first > now ? first - now : 0;
   }
 
-  Admission take_probe(Nanos now) noexcept {
+  Admission take_probe(Nanos now, Nanos probe_lease) noexcept {
+    BreakerState& s = st();
     if (probes_full()) return reject(Rejection::HalfOpenFull, probe_retry_after(now), now);
-    const std::uint32_t slot = lowest_clear_bit(st_.probe_mask);
-    st_.probe_mask |= std::uint32_t{1} << slot;
-    st_.probe_lease[slot] = ++st_.lease_serial;
-    st_.probe_started[slot] = now;
+    if (s.probes.leases_exhausted()) {
+      // 2^32 - 1 probes in one half-open period: start the serials over
+      // under a new generation, so that no outstanding lease can match again
+      // (those probes' results count as late).
+      ++s.generation;
+      s.probes.clear();
+    }
+    const Nanos lease = settings_.half_open_max_wait != kNever ? settings_.half_open_max_wait
+                                                               : probe_lease;
+    const Nanos deadline = (lease < 0 || lease == kNever) ? kNever : saturating_add(now, lease);
+    const std::uint32_t slot = s.probes.take(deadline);
     Admission a = grant(PermitKind::Probe, now);
-    a.permit.lease = st_.lease_serial;
+    a.permit.lease = s.probes.last_lease();
     a.permit.slot = static_cast<std::uint8_t>(slot);
     return a;
   }
 
   // Frees the probe slot a permit of the current generation holds, if the
-  // lease is still the one the slot was given for. Returns whether it did:
-  // a permit settled twice frees nothing the second time.
+  // lease is still the one the slot was given for. Returns whether it did.
   bool free_probe_slot(const Permit& p) noexcept {
-    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
-    const std::uint32_t bit = std::uint32_t{1} << p.slot;
-    if ((st_.probe_mask & bit) && st_.probe_lease[p.slot] == p.lease) {
-      st_.probe_mask &= ~bit;
-      return true;
-    }
-    return false;
+    return p.kind == PermitKind::Probe && st().probes.free(p.slot, p.lease);
   }
 
-  // A probe not settled within half_open_max_wait counts as a failed probe,
-  // so a lost probe can never leave the breaker stuck in HALF_OPEN.
+  // A probe not settled by its deadline counts as a failed probe, so a lost
+  // probe can never leave the breaker stuck in HALF_OPEN. The breaker
+  // re-opens as of that deadline, not as of `now`: when the expiry is noticed
+  // late, the open period may be over already.
   void expire_probes(Nanos now) noexcept {
-    if (st_.state != State::HalfOpen || st_.probe_mask == 0 ||
-        settings_.half_open_max_wait == kNever) {
-      return;
-    }
-    for (std::uint32_t i = 0; i < kMaxHalfOpenCalls; ++i) {
-      if (((st_.probe_mask >> i) & 1u) &&
-          now - st_.probe_started[i] > settings_.half_open_max_wait) {
-        ++st_.totals.expired;
-        note_failure(now);
-        trip(now, -1);
-        return;
-      }
-    }
+    BreakerState& s = st();
+    Nanos deadline = 0;
+    if (s.state != State::HalfOpen || !s.probes.expired(now, &deadline)) return;
+    ++s.totals.expired;
+    note_failure(deadline);
+    trip(deadline, -1);
   }
 
   bool ramp_admits(Nanos now) noexcept {
-    const Nanos elapsed = now - st_.ramp_started;
+    BreakerState& s = st();
+    const Nanos elapsed = now - s.ramp_started;
     if (elapsed >= settings_.ramp_up) {
-      st_.ramping = false;
+      s.ramping = false;
       return true;
     }
     // Error diffusion: over any run of calls, the admitted share follows the
     // ramp, deterministically.
-    st_.ramp_credit += static_cast<double>(elapsed) /
-                       static_cast<double>(settings_.ramp_up);
-    if (st_.ramp_credit >= 1) {
-      st_.ramp_credit -= 1;
+    s.ramp_credit += static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
+    if (s.ramp_credit >= 1) {
+      s.ramp_credit -= 1;
       return true;
     }
     return false;
   }
 
   void count_result(bool failed, bool slow, Nanos now) noexcept {
-    st_.history.add_result(now, failed, slow);
-    ++st_.totals.calls;
-    if (failed) ++st_.totals.failures; else ++st_.totals.successes;
-    if (slow) ++st_.totals.slow;
+    BreakerState& s = st();
+    s.history.add_result(now, failed, slow);
+    ++s.totals.calls;
+    if (failed) {
+      ++s.totals.failures;
+    } else {
+      ++s.totals.successes;
+    }
+    if (slow) ++s.totals.slow;
   }
 
-  void note_failure(Nanos now) noexcept {
-    ++st_.consecutive_failures;
-    st_.has_failure = true;
-    st_.last_failure_at = now;
+  void note_failure(Nanos at) noexcept {
+    BreakerState& s = st();
+    ++s.consecutive_failures;
+    s.has_failure = true;
+    s.last_failure_at = at;
   }
 
   void closed_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
+    BreakerState& s = st();
     if (settings_.window_type == WindowType::Count) {
-      st_.count_window.add(settings_.window_calls, failed, slow);
+      s.count_window.add(settings_.window_calls, failed, slow);
     } else {
-      st_.time_window.add(settings_.window_bucket, now, failed, slow);
+      s.time_window.add(settings_.window_bucket, now, failed, slow);
     }
-    if (failed) note_failure(now); else st_.consecutive_failures = 0;
+    if (failed) {
+      note_failure(now);
+    } else {
+      s.consecutive_failures = 0;
+    }
     if (should_trip(now)) trip(now, open_for);
   }
 
   void probe_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
+    BreakerState& s = st();
     if (failed) {
       note_failure(now);
       trip(now, open_for);
       return;
     }
-    st_.consecutive_failures = 0;
+    s.consecutive_failures = 0;
     if (slow && settings_.slow_rule) {  // healthy but still too slow
       trip(now, open_for);
       return;
     }
-    if (++st_.probe_successes >= settings_.half_open_max_calls) close(now);
+    if (++s.probe_successes >= settings_.half_open_max_calls) close(now);
   }
 
   WindowTotals window_totals(Nanos now) const noexcept {
-    if (settings_.window_type == WindowType::Count) return st_.count_window.totals();
-    return st_.time_window.totals_at(settings_.window_bucket, now);
+    if (settings_.window_type == WindowType::Count) return st().count_window.totals();
+    return st().time_window.totals_at(settings_.window_bucket, now);
   }
 
   bool should_trip(Nanos now) const noexcept {
     if (settings_.failure_threshold != 0 &&
-        st_.consecutive_failures >= settings_.failure_threshold) {
+        st().consecutive_failures >= settings_.failure_threshold) {
       return true;
     }
     if (!settings_.rate_rule && !settings_.slow_rule) return false;
@@ -582,8 +531,7 @@ class Breaker {
 
   // recovery_timeout * backoff_multiplier^(opens - 1), capped, times the
   // jitter factor; at least `hint` (within the cap) when one was given.
-  Nanos open_duration_for(std::uint64_t opens, double jitter_factor,
-                          Nanos hint) const noexcept {
+  Nanos open_duration_for(std::uint64_t opens, double jitter_factor, Nanos hint) const noexcept {
     const double cap = static_cast<double>(settings_.max_recovery_timeout);
     double d = static_cast<double>(settings_.recovery_timeout);
     // d > 0: backoff of a zero timeout stays zero (pow() may overflow to Inf,
@@ -601,49 +549,58 @@ class Breaker {
     return static_cast<Nanos>(d + 0.5);
   }
 
-  void trip(Nanos now, Nanos open_for) noexcept {
-    transition(State::Open, now);
-    st_.opened_at = now;
-    ++st_.consecutive_opens;
-    ++st_.totals.times_opened;
-    st_.jitter_factor =
-        settings_.jitter > 0 ? 1 - settings_.jitter * uniform01(st_.rng) : 1;
-    st_.open_hint = open_for;
-    st_.open_duration =
-        open_duration_for(st_.consecutive_opens, st_.jitter_factor, open_for);
+  void trip(Nanos at, Nanos open_for) noexcept {
+    BreakerState& s = st();
+    transition(State::Open, at);
+    s.opened_at = at;
+    ++s.consecutive_opens;
+    ++s.totals.times_opened;
+    s.jitter_factor = settings_.jitter > 0 ? 1 - settings_.jitter * uniform01(s.rng) : 1;
+    s.open_hint = open_for;
+    s.open_duration = open_duration_for(s.consecutive_opens, s.jitter_factor, open_for);
   }
 
   void close(Nanos now) noexcept {
+    BreakerState& s = st();
     transition(State::Closed, now);
-    st_.consecutive_failures = 0;
-    st_.consecutive_opens = 0;
+    s.consecutive_failures = 0;
+    s.consecutive_opens = 0;
     clear_window();
     if (settings_.ramp_up > 0) {
-      st_.ramping = true;
-      st_.ramp_started = now;
-      st_.ramp_credit = 0;
+      s.ramping = true;
+      s.ramp_started = now;
+      s.ramp_credit = 0;
     }
   }
 
   void clear_window() noexcept {
-    st_.count_window.clear();
-    st_.time_window.clear();
+    st().count_window.clear();
+    st().time_window.clear();
   }
 
-  void transition(State to, Nanos now) noexcept {
-    st_.log.push(now, st_.state, to);
-    st_.state = to;
-    ++st_.generation;
-    st_.state_since = now;
-    st_.probe_mask = 0;
-    st_.probe_successes = 0;
-    st_.ramping = false;
+  void transition(State to, Nanos at) noexcept {
+    BreakerState& s = st();
+    s.log.push(at, s.state, to);
+    s.state = to;
+    ++s.generation;
+    s.state_since = at;
+    s.probes.clear();
+    s.probe_successes = 0;
+    s.ramping = false;
   }
 
+  Store store_;
   Settings settings_;
-  BreakerState st_;
-  mutable SpinLock lock_;
 };
+
+// The default breaker: state and lock in this object, in this process.
+class Breaker : public BasicBreaker<LocalStore<SpinLock>> {
+ public:
+  Breaker(const Settings& settings, Nanos now) noexcept : BasicBreaker(settings, now) {}
+};
+
+inline constexpr std::size_t kMaxBreakerBytes = 2560;
+static_assert(sizeof(Breaker) <= kMaxBreakerBytes, "the breaker grew");
 
 }  // namespace circuitbreaker
 

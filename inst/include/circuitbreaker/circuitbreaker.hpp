@@ -1,7 +1,7 @@
 // The circuitbreaker core: a header-only C++17 circuit breaker with no
 // dependency on R. Include this one header.
 //
-//   circuitbreaker::Config config;                 // seed-compatible defaults
+//   circuitbreaker::Config config;                 // the R6 class's defaults
 //   if (auto err = circuitbreaker::validate(config)) { /* err.field ... */ }
 //   circuitbreaker::Breaker breaker(circuitbreaker::make_settings(config),
 //                                   circuitbreaker::SteadyClock::now());
@@ -17,11 +17,28 @@
 #ifndef CIRCUITBREAKER_CIRCUITBREAKER_HPP
 #define CIRCUITBREAKER_CIRCUITBREAKER_HPP
 
+// The version of this C++ API, an integer that grows whenever the API changes
+// incompatibly. For LinkingTo users: test it at compile time
+// (`#if CIRCUITBREAKER_API_VERSION >= 2`) to support several releases.
+//   1  circuitbreaker 0.1.0
+//   2  acquire(now, probe_lease) with probe deadlines, kUnknownWait,
+//      record() / note() return bool, Config::rng_seed (was seed),
+//      the argument table (config_fields.hpp), BasicBreaker<Store>
+#define CIRCUITBREAKER_API_VERSION 2
+
 #include "types.hpp"
 #include "clock.hpp"
+#include "lock.hpp"
+#include "random.hpp"
 #include "config.hpp"
+#include "config_fields.hpp"
 #include "window.hpp"
 #include "history.hpp"
+#include "permit.hpp"
+#include "probe_slots.hpp"
+#include "transition_log.hpp"
+#include "snapshot.hpp"
+#include "state.hpp"
 #include "breaker.hpp"
 
 #endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP

@@ -12,7 +12,7 @@
 namespace circuitbreaker {
 
 // The default: std::chrono::steady_clock, which never jumps with wall-clock
-// changes (NTP, daylight saving), unlike the seed's Sys.time().
+// changes (NTP, daylight saving), unlike the Sys.time() of the R6 class from the article this package follows.
 struct SteadyClock {
   static Nanos now() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(

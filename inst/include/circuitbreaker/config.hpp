@@ -3,36 +3,74 @@
 // form the state machine works with (Settings, in nanoseconds and integers).
 //
 // Validation returns a description of the first problem instead of throwing,
-// so that bindings can turn it into their own kind of error.
+// so that bindings can turn it into their own kind of error. The argument
+// table (names, kinds, defaults) is in config_fields.hpp.
 #ifndef CIRCUITBREAKER_CONFIG_HPP
 #define CIRCUITBREAKER_CONFIG_HPP
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 
 #include "types.hpp"
+
+// Limits quoted by validation messages, defined once (see types.hpp).
+#define CIRCUITBREAKER_MAX_COUNT_WINDOW 1024
+#define CIRCUITBREAKER_MAX_HALF_OPEN_CALLS 32
+#define CIRCUITBREAKER_MIN_TIME_WINDOW_SECONDS 1e-6
+#define CIRCUITBREAKER_MAX_BACKOFF_MULTIPLIER 1e6
 
 namespace circuitbreaker {
 
 enum class WindowType : std::uint8_t { Count = 0, Time = 1 };
 
-// Capacities of the fixed-size state block (see breaker.hpp).
-inline constexpr std::uint32_t kMaxCountWindow = 1024;  // calls
-inline constexpr std::uint32_t kTimeWindowBuckets = 10;
-inline constexpr std::uint32_t kMaxHalfOpenCalls = 32;  // one bit each in a mask
+inline const char* window_type_name(WindowType w) noexcept {
+  return w == WindowType::Time ? "time" : "count";
+}
+// "count" or "time"; nullopt for anything else.
+inline std::optional<WindowType> parse_window_type(const char* name) noexcept {
+  if (name == nullptr) return std::nullopt;
+  if (std::strcmp(name, "count") == 0) return WindowType::Count;
+  if (std::strcmp(name, "time") == 0) return WindowType::Time;
+  return std::nullopt;
+}
 
-// Defaults of the optional window parameters.
+// Capacities of the fixed-size state block (see state.hpp).
+inline constexpr std::uint32_t kMaxCountWindow = CIRCUITBREAKER_MAX_COUNT_WINDOW;  // calls
+inline constexpr std::uint32_t kTimeWindowBuckets = 10;
+// One bit each in a 32-bit mask.
+inline constexpr std::uint32_t kMaxHalfOpenCalls = CIRCUITBREAKER_MAX_HALF_OPEN_CALLS;
+
+// Limits of the other arguments.
+inline constexpr double kMinTimeWindowSeconds = CIRCUITBREAKER_MIN_TIME_WINDOW_SECONDS;
+inline constexpr double kMaxBackoffMultiplier = CIRCUITBREAKER_MAX_BACKOFF_MULTIPLIER;
+inline constexpr double kMaxMinimumCalls = 1e9;
+// A failure_threshold from here on cannot be reached by a 64-bit count of
+// consecutive failures (2^64 is about 1.8447e19): the rule is off.
+inline constexpr double kUnreachableThreshold = 1.8e19;
+
+// Defaults of the arguments, defined once: the Config initialisers below and
+// the argument table (config_fields.hpp) both use them. The first two are
+// those of the R6 `CircuitBreaker` class from the article this package follows.
+inline constexpr double kDefaultFailureThreshold = 5;
+inline constexpr double kDefaultRecoveryTimeout = 30;  // seconds
+inline constexpr double kDefaultHalfOpenMaxCalls = 1;
+inline constexpr double kDefaultBackoffMultiplier = 1;
+inline constexpr double kDefaultJitter = 0;
+inline constexpr double kDefaultRampUp = 0;  // seconds; 0 = off
+
+// Defaults of the optional window parameters (when left unset).
 inline constexpr double kDefaultCountWindow = 100;   // calls
 inline constexpr double kDefaultTimeWindow = 60;     // seconds
 inline constexpr double kDefaultMinimumCalls = 20;   // Hystrix's request volume
-inline constexpr double kDefaultMaxOpenHint = 3600;  // seconds
+inline constexpr double kDefaultMaxOpenHint = 3600;  // seconds (an hour)
 
-// What the user asked for. Defaults reproduce the seed document's R6 class:
-// open after 5 consecutive failures, probe once more than 30 s have passed.
+// What the user asked for. Defaults reproduce the article's R6 class: open
+// after 5 consecutive failures, probe once more than 30 s have passed.
 struct Config {
-  double failure_threshold = 5;  // whole number >= 1; +Inf turns the rule off
-  double recovery_timeout = 30;  // seconds
+  double failure_threshold = kDefaultFailureThreshold;  // whole number >= 1; +Inf: off
+  double recovery_timeout = kDefaultRecoveryTimeout;    // seconds
 
   std::optional<double> failure_rate_threshold;  // (0, 1]; empty = rule off
   WindowType window_type = WindowType::Count;
@@ -42,20 +80,24 @@ struct Config {
   std::optional<double> slow_call_duration;        // seconds; empty = off
   std::optional<double> slow_call_rate_threshold;  // (0, 1]; empty = off
 
-  double half_open_max_calls = 1;
+  double half_open_max_calls = kDefaultHalfOpenMaxCalls;
   std::optional<double> half_open_max_wait;  // seconds; empty = no expiry
 
-  double backoff_multiplier = 1;
+  double backoff_multiplier = kDefaultBackoffMultiplier;
   std::optional<double> max_recovery_timeout;  // seconds; empty = no cap
-  double jitter = 0;                           // [0, 1]
+  double jitter = kDefaultJitter;              // [0, 1]
 
-  double ramp_up = 0;  // seconds; 0 = off
+  double ramp_up = kDefaultRampUp;  // seconds; 0 = off
 
-  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;  // for jitter only
+  // Seed of the jitter generator, applied on construction and on every
+  // reconfigure(); empty: a fresh seed from entropy each time. Not a rule, so
+  // not in the argument table.
+  std::optional<std::uint64_t> rng_seed;
 };
 
-// The first problem found in a Config: which field, and what it must be
-// (phrased to follow "`field` must be ...").
+// The first problem found in a Config: which field (a name of the argument
+// table), and what it must be (phrased to follow "`field` must be ..."). Both
+// point to static storage.
 struct ConfigError {
   const char* field = nullptr;
   const char* requirement = nullptr;
@@ -64,9 +106,7 @@ struct ConfigError {
 
 namespace detail {
 
-inline bool is_whole(double x) noexcept {
-  return std::isfinite(x) && std::floor(x) == x;
-}
+inline bool is_whole(double x) noexcept { return std::isfinite(x) && std::floor(x) == x; }
 inline bool in_unit_interval(double x) noexcept {  // (0, 1]
   return x > 0 && x <= 1;
 }
@@ -74,12 +114,30 @@ inline bool is_duration(double x, bool allow_zero) noexcept {
   return std::isfinite(x) && (allow_zero ? x >= 0 : x > 0) && x <= kMaxSeconds;
 }
 
+#define CIRCUITBREAKER_S_ CIRCUITBREAKER_STRINGIFY
+inline constexpr const char* kSecondsFrom0 =
+    "a number of seconds from 0 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS);
+inline constexpr const char* kNullOrSecondsFrom0 =
+    "NULL or a number of seconds from 0 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS);
+inline constexpr const char* kNullOrPositiveSeconds =
+    "NULL or a number of seconds in (0, " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS) "]";
+inline constexpr const char* kCountWindowRange =
+    "NULL or a whole number of calls from 1 to " CIRCUITBREAKER_S_(
+        CIRCUITBREAKER_MAX_COUNT_WINDOW) " (window_type \"count\")";
+inline constexpr const char* kTimeWindowRange =
+    "NULL or a number of seconds from " CIRCUITBREAKER_S_(
+        CIRCUITBREAKER_MIN_TIME_WINDOW_SECONDS) " to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS) " (window_type \"time\")";
+inline constexpr const char* kHalfOpenCallsRange =
+    "a whole number from 1 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_HALF_OPEN_CALLS);
+inline constexpr const char* kBackoffRange =
+    "a number from 1 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_BACKOFF_MULTIPLIER);
+#undef CIRCUITBREAKER_S_
+
 }  // namespace detail
 
 inline double effective_window_size(const Config& c) noexcept {
   if (c.window_size) return *c.window_size;
-  return c.window_type == WindowType::Count ? kDefaultCountWindow
-                                            : kDefaultTimeWindow;
+  return c.window_type == WindowType::Count ? kDefaultCountWindow : kDefaultTimeWindow;
 }
 
 inline double effective_minimum_calls(const Config& c) noexcept {
@@ -101,7 +159,7 @@ inline ConfigError validate(const Config& c) noexcept {
   if (!((is_whole(ft) && ft >= 1) || (std::isinf(ft) && ft > 0)))
     return {"failure_threshold", "a whole number of at least 1, or Inf"};
   if (!is_duration(c.recovery_timeout, true))
-    return {"recovery_timeout", "a number of seconds from 0 to 1e9"};
+    return {"recovery_timeout", detail::kSecondsFrom0};
 
   if (c.failure_rate_threshold && !in_unit_interval(*c.failure_rate_threshold))
     return {"failure_rate_threshold", "NULL or a number in (0, 1]"};
@@ -110,18 +168,14 @@ inline ConfigError validate(const Config& c) noexcept {
     const double w = *c.window_size;
     if (c.window_type == WindowType::Count) {
       if (!(is_whole(w) && w >= 1 && w <= kMaxCountWindow))
-        return {"window_size",
-                "NULL or a whole number of calls from 1 to 1024 (window_type "
-                "\"count\")"};
-    } else if (!(is_duration(w, false) && w >= 1e-6)) {
-      return {"window_size",
-              "NULL or a number of seconds from 1e-6 to 1e9 (window_type "
-              "\"time\")"};
+        return {"window_size", detail::kCountWindowRange};
+    } else if (!(is_duration(w, false) && w >= kMinTimeWindowSeconds)) {
+      return {"window_size", detail::kTimeWindowRange};
     }
   }
   if (c.minimum_calls) {
     const double m = *c.minimum_calls;
-    if (!(is_whole(m) && m >= 1 && m <= 1e9))
+    if (!(is_whole(m) && m >= 1 && m <= kMaxMinimumCalls))
       return {"minimum_calls", "NULL or a whole number of at least 1"};
     if (c.window_type == WindowType::Count && m > effective_window_size(c))
       return {"minimum_calls",
@@ -130,77 +184,67 @@ inline ConfigError validate(const Config& c) noexcept {
   }
 
   if (c.slow_call_duration && !is_duration(*c.slow_call_duration, false))
-    return {"slow_call_duration", "NULL or a number of seconds in (0, 1e9]"};
+    return {"slow_call_duration", detail::kNullOrPositiveSeconds};
   if (c.slow_call_rate_threshold) {
     if (!in_unit_interval(*c.slow_call_rate_threshold))
       return {"slow_call_rate_threshold", "NULL or a number in (0, 1]"};
     if (!c.slow_call_duration)
-      return {"slow_call_rate_threshold",
-              "NULL unless `slow_call_duration` is set too"};
+      return {"slow_call_rate_threshold", "NULL unless `slow_call_duration` is set too"};
   }
 
   const double h = c.half_open_max_calls;
   if (!(is_whole(h) && h >= 1 && h <= kMaxHalfOpenCalls))
-    return {"half_open_max_calls", "a whole number from 1 to 32"};
+    return {"half_open_max_calls", detail::kHalfOpenCallsRange};
   if (c.half_open_max_wait && !is_duration(*c.half_open_max_wait, false))
-    return {"half_open_max_wait", "NULL or a number of seconds in (0, 1e9]"};
+    return {"half_open_max_wait", detail::kNullOrPositiveSeconds};
 
   const double b = c.backoff_multiplier;
-  if (!(std::isfinite(b) && b >= 1 && b <= 1e6))
-    return {"backoff_multiplier", "a number from 1 to 1e6"};
+  if (!(std::isfinite(b) && b >= 1 && b <= kMaxBackoffMultiplier))
+    return {"backoff_multiplier", detail::kBackoffRange};
   if (c.max_recovery_timeout) {
     const double m = *c.max_recovery_timeout;
-    if (!is_duration(m, true))
-      return {"max_recovery_timeout", "NULL or a number of seconds from 0 to 1e9"};
+    if (!is_duration(m, true)) return {"max_recovery_timeout", detail::kNullOrSecondsFrom0};
     if (m < c.recovery_timeout)
-      return {"max_recovery_timeout",
-              "NULL or at least `recovery_timeout`"};
+      return {"max_recovery_timeout", "NULL or at least `recovery_timeout`"};
   }
-  if (!(c.jitter >= 0 && c.jitter <= 1))
-    return {"jitter", "a number from 0 to 1"};
+  if (!(c.jitter >= 0 && c.jitter <= 1)) return {"jitter", "a number from 0 to 1"};
 
-  if (!is_duration(c.ramp_up, true))
-    return {"ramp_up", "a number of seconds from 0 to 1e9"};
+  if (!is_duration(c.ramp_up, true)) return {"ramp_up", detail::kSecondsFrom0};
   return {};
 }
 
-// The validated configuration in the units the state machine uses.
+// The validated configuration in the units the state machine uses. Fields
+// are ordered widest first, so that the struct has no padding holes.
 struct Settings {
   std::uint64_t failure_threshold;  // 0: consecutive rule off
   Nanos recovery_timeout;
-
-  bool rate_rule;
   double failure_rate_threshold;
-  WindowType window_type;
-  std::uint32_t window_calls;  // count window size
-  Nanos window_bucket;         // time window: width of one bucket
+  Nanos window_bucket;  // time window: width of one bucket
   std::uint64_t minimum_calls;
-
-  bool slow_tracking;   // slow calls are counted
   Nanos slow_call_duration;
-  bool slow_rule;       // and may trip the breaker
   double slow_call_rate_threshold;
-
-  std::uint32_t half_open_max_calls;
-  Nanos half_open_max_wait;  // kNever: probes never expire
-
+  Nanos half_open_max_wait;  // kNever: probes get the caller's lease, if any
   double backoff_multiplier;
   Nanos max_recovery_timeout;  // cap of the backed-off open duration
   Nanos max_open_hint;         // cap of an opening asked for by the caller
   double jitter;
-
   Nanos ramp_up;  // 0: off
-  std::uint64_t seed;
+  std::optional<std::uint64_t> rng_seed;  // empty: seed from entropy
+  std::uint32_t window_calls;  // count window size
+  std::uint32_t half_open_max_calls;
+  WindowType window_type;
+  bool rate_rule;
+  bool slow_tracking;  // slow calls are counted
+  bool slow_rule;      // and may trip the breaker
 };
 
 // Precondition: validate(c) found nothing.
 inline Settings make_settings(const Config& c) noexcept {
   Settings s{};
-  s.failure_threshold = std::isinf(c.failure_threshold)
+  s.failure_threshold = (std::isinf(c.failure_threshold) ||
+                         c.failure_threshold >= kUnreachableThreshold)
                             ? 0
-                            : (c.failure_threshold >= 1.8e19
-                                   ? 0
-                                   : static_cast<std::uint64_t>(c.failure_threshold));
+                            : static_cast<std::uint64_t>(c.failure_threshold);
   s.recovery_timeout = seconds_to_nanos(c.recovery_timeout);
 
   s.rate_rule = c.failure_rate_threshold.has_value();
@@ -223,9 +267,8 @@ inline Settings make_settings(const Config& c) noexcept {
   s.slow_call_rate_threshold = c.slow_call_rate_threshold.value_or(1.0);
 
   s.half_open_max_calls = static_cast<std::uint32_t>(c.half_open_max_calls);
-  s.half_open_max_wait = c.half_open_max_wait
-                             ? seconds_to_nanos(*c.half_open_max_wait)
-                             : kNever;
+  s.half_open_max_wait =
+      c.half_open_max_wait ? seconds_to_nanos(*c.half_open_max_wait) : kNever;
 
   s.backoff_multiplier = c.backoff_multiplier;
   s.max_recovery_timeout = seconds_to_nanos(c.max_recovery_timeout.value_or(kMaxSeconds));
@@ -236,7 +279,7 @@ inline Settings make_settings(const Config& c) noexcept {
                                            : seconds_to_nanos(kDefaultMaxOpenHint);
   s.jitter = c.jitter;
   s.ramp_up = seconds_to_nanos(c.ramp_up);
-  s.seed = c.seed;
+  s.rng_seed = c.rng_seed;
   return s;
 }
 

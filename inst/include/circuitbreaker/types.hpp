@@ -8,23 +8,41 @@
 #include <cstdint>
 #include <limits>
 
+// Limits that validation messages quote. Each is defined once, here, as a
+// macro, so that a message ("... from 0 to 1e9") is built from the very token
+// the constant below is made of: change the number and the message follows.
+#define CIRCUITBREAKER_MAX_SECONDS 1e9
+#define CIRCUITBREAKER_MAX_CLOCK_SECONDS 4e9
+#define CIRCUITBREAKER_STRINGIFY_(x) #x
+#define CIRCUITBREAKER_STRINGIFY(x) CIRCUITBREAKER_STRINGIFY_(x)
+
 namespace circuitbreaker {
 
 // Time is a count of nanoseconds on a monotonic clock. Integers keep the
-// seed's "more than recovery_timeout" comparison exact: with a manual clock,
+// "more than recovery_timeout" comparison of the R6 `CircuitBreaker` class
+// (from the article this package follows) exact: with a manual clock,
 // advancing exactly 30 s past a 30 s timeout is not yet "more than".
 using Nanos = std::int64_t;
 
 inline constexpr Nanos kNanosPerSecond = 1000000000;
+inline constexpr double kNanosPerSecondD = 1e9;
 
 // "Never": an open duration or deadline that does not expire.
 inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
 
+// A wait that is not known: a half-open breaker whose probe slots are all
+// taken by probes without a deadline cannot say when a call may be admitted.
+inline constexpr Nanos kUnknownWait = -1;
+
 // The longest duration a configuration may ask for (about 31.7 years). With
-// clock readings below kMaxClockSeconds, a reading plus any duration stays far
-// from overflow.
-inline constexpr double kMaxSeconds = 1e9;
-inline constexpr double kMaxClockSeconds = 4e9;
+// clock readings below kMaxClockSeconds (about 127 years), a reading plus any
+// duration stays far from overflow.
+inline constexpr double kMaxSeconds = CIRCUITBREAKER_MAX_SECONDS;
+inline constexpr double kMaxClockSeconds = CIRCUITBREAKER_MAX_CLOCK_SECONDS;
+
+// seconds_to_nanos() saturates to kNever from here: a double just below
+// INT64_MAX (9.22e18) whose conversion cannot overflow.
+inline constexpr double kMaxNanosAsDouble = 9.2e18;
 
 enum class State : std::uint8_t {
   Closed = 0,
@@ -52,11 +70,12 @@ enum class Outcome : std::uint8_t { Success = 0, Failure = 1, Ignored = 2 };
 // same way by callers (fallback or a circuit_breaker_open condition).
 enum class Rejection : std::uint8_t {
   None = 0,
-  Open = 1,         // OPEN and the open duration has not passed yet
-  HalfOpenFull = 2, // HALF_OPEN and every probe slot is taken
-  ForcedOpen = 3,   // forced open by hand
-  RampUp = 4        // recently closed and this call is outside the admitted share
+  Open = 1,          // OPEN and the open duration has not passed yet
+  HalfOpenFull = 2,  // HALF_OPEN and every probe slot is taken
+  ForcedOpen = 3,    // forced open by hand
+  RampUp = 4         // recently closed and this call is outside the admitted share
 };
+inline constexpr int kRejectionCount = 5;
 
 inline const char* rejection_name(Rejection r) noexcept {
   switch (r) {
@@ -73,14 +92,19 @@ inline const char* rejection_name(Rejection r) noexcept {
 // overflowing. Callers validate ranges first; saturation is a safety net.
 inline Nanos seconds_to_nanos(double seconds) noexcept {
   if (!(seconds > 0)) return 0;  // also maps NaN to 0
-  const double ns = seconds * 1e9;
-  if (ns >= 9.2e18) return kNever;
+  const double ns = seconds * kNanosPerSecondD;
+  if (ns >= kMaxNanosAsDouble) return kNever;
   return static_cast<Nanos>(ns + 0.5);
 }
 
 inline double nanos_to_seconds(Nanos ns) noexcept {
   if (ns == kNever) return std::numeric_limits<double>::infinity();
-  return static_cast<double>(ns) / 1e9;
+  return static_cast<double>(ns) / kNanosPerSecondD;
+}
+
+// a + b for a >= 0, b >= 0, saturating at kNever.
+inline Nanos saturating_add(Nanos a, Nanos b) noexcept {
+  return b >= kNever - a ? kNever : a + b;
 }
 
 }  // namespace circuitbreaker

@@ -5,6 +5,7 @@
 #ifndef CIRCUITBREAKER_WINDOW_HPP
 #define CIRCUITBREAKER_WINDOW_HPP
 
+#include <cstddef>
 #include <cstdint>
 
 #include "config.hpp"
@@ -62,6 +63,9 @@ class CountWindow {
 // window at time t holds buckets k with  k_t - B < k <= k_t, where k_t is the
 // bucket of t. Old buckets leave the window as time passes, whether or not a
 // call arrives: totals_at() accounts for time without changing anything.
+// Bucket k lives in slot k % B, and every slot holds one of the buckets
+// head_ - B + 1 ... head_ (moving the head empties the slots it skips), so a
+// slot's bucket number is implied and not stored.
 class TimeWindow {
  public:
   void clear() noexcept { *this = TimeWindow{}; }
@@ -82,12 +86,12 @@ class TimeWindow {
     const std::int64_t k = bucket_of(width, now);
     if (k == head_) return totals_;
     WindowTotals t;
-    for (const Bucket& b : buckets_) {
-      if (b.calls != 0 && b.index > k - kB && b.index <= k) {
-        t.calls += b.calls;
-        t.failures += b.failures;
-        t.slow += b.slow;
-      }
+    for (std::int64_t i = head_; i > head_ - kB && i >= 0; --i) {
+      if (i <= k - kB || i > k) continue;
+      const Bucket& b = buckets_[slot(i)];
+      t.calls += b.calls;
+      t.failures += b.failures;
+      t.slow += b.slow;
     }
     return t;
   }
@@ -95,16 +99,13 @@ class TimeWindow {
  private:
   static constexpr std::int64_t kB = kTimeWindowBuckets;
   struct Bucket {
-    std::int64_t index = 0;
     std::uint32_t calls = 0, failures = 0, slow = 0;
   };
 
   static std::int64_t bucket_of(Nanos width, Nanos now) noexcept {
     return now / width;  // clock readings are never negative
   }
-  static std::size_t slot(std::int64_t k) noexcept {
-    return static_cast<std::size_t>(k % kB);
-  }
+  static std::size_t slot(std::int64_t k) noexcept { return static_cast<std::size_t>(k % kB); }
 
   // Moves the head to the bucket of `now`, emptying the buckets that fall out.
   void advance(Nanos width, Nanos now) noexcept {
@@ -116,7 +117,7 @@ class TimeWindow {
       totals_.calls -= b.calls;
       totals_.failures -= b.failures;
       totals_.slow -= b.slow;
-      b = Bucket{i, 0, 0, 0};
+      b = Bucket{};
     }
     if (k - head_ > kB) {  // a jump past the whole window: nothing is left
       totals_ = WindowTotals{};
@@ -124,9 +125,9 @@ class TimeWindow {
     head_ = k;
   }
 
-  Bucket buckets_[kTimeWindowBuckets] = {};
   std::int64_t head_ = 0;  // bucket index of the newest call
   WindowTotals totals_;
+  Bucket buckets_[kTimeWindowBuckets] = {};
 };
 
 }  // namespace circuitbreaker

@@ -1,0 +1,42 @@
+// What acquire() hands out: a permit (a lease on the right to make one call)
+// or a rejection with the reason and the time until a call may be admitted.
+#ifndef CIRCUITBREAKER_PERMIT_HPP
+#define CIRCUITBREAKER_PERMIT_HPP
+
+#include <cstdint>
+#include <limits>
+
+#include "types.hpp"
+
+namespace circuitbreaker {
+
+enum class PermitKind : std::uint8_t {
+  Counted = 0,     // issued in CLOSED: its result feeds the trip rules
+  Probe = 1,       // issued in HALF_OPEN: holds a probe slot
+  PassThrough = 2  // issued while DISABLED: its result is not recorded
+};
+
+// Permit::slot of a permit that holds no probe slot.
+inline constexpr std::uint8_t kNoSlot = std::numeric_limits<std::uint8_t>::max();
+
+struct Permit {
+  std::uint64_t generation = 0;
+  Nanos started_at = 0;
+  std::uint32_t lease = 0;  // serial of a probe's lease (1, 2, ... per half-open period); 0 otherwise
+  std::uint8_t slot = kNoSlot;
+  PermitKind kind = PermitKind::Counted;
+};
+
+struct Admission {
+  bool permitted = false;
+  Rejection rejection = Rejection::None;
+  // When rejected: the time until a call may be admitted; kNever when forced
+  // open, kUnknownWait when half-open with every slot held by a probe
+  // without a deadline. 0 when permitted.
+  Nanos retry_after = 0;
+  Permit permit;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_PERMIT_HPP

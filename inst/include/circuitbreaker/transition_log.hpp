@@ -1,0 +1,61 @@
+// A bounded history of state transitions, for events and for plotting.
+#ifndef CIRCUITBREAKER_TRANSITION_LOG_HPP
+#define CIRCUITBREAKER_TRANSITION_LOG_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#include "types.hpp"
+
+namespace circuitbreaker {
+
+struct Transition {
+  std::uint64_t seq = 0;  // 1, 2, 3, ... over the breaker's life
+  Nanos at = 0;
+  State from = State::Closed;
+  State to = State::Closed;
+};
+
+// The last kCapacity transitions in a ring. A transition's seq is not stored:
+// the one of seq s sits at ring position (s - 1) % kCapacity, and the kept
+// ones are last_seq - kCapacity + 1 ... last_seq. Times and states are kept in
+// separate arrays so that nothing is padding.
+class TransitionLog {
+ public:
+  static constexpr std::size_t kCapacity = 32;
+
+  void push(Nanos at, State from, State to) noexcept {
+    const std::size_t i = last_seq_ % kCapacity;
+    at_[i] = at;
+    from_[i] = from;
+    to_[i] = to;
+    ++last_seq_;
+  }
+  std::uint64_t last_seq() const noexcept { return last_seq_; }
+
+  // Copies the transitions with seq > `after`, oldest first, into `out`
+  // (at most `max` of them, the newest kept when more are available).
+  std::size_t since(std::uint64_t after, Transition* out, std::size_t max) const noexcept {
+    if (after >= last_seq_ || max == 0) return 0;  // also keeps after + 1 from wrapping
+    std::uint64_t first = after + 1;
+    const std::uint64_t oldest_kept = last_seq_ > kCapacity ? last_seq_ - kCapacity + 1 : 1;
+    if (first < oldest_kept) first = oldest_kept;
+    if (last_seq_ - first + 1 > max) first = last_seq_ - max + 1;
+    std::size_t n = 0;
+    for (std::uint64_t s = first; s <= last_seq_; ++s) {
+      const std::size_t i = static_cast<std::size_t>((s - 1) % kCapacity);
+      out[n++] = Transition{s, at_[i], from_[i], to_[i]};
+    }
+    return n;
+  }
+
+ private:
+  Nanos at_[kCapacity] = {};
+  std::uint64_t last_seq_ = 0;
+  State from_[kCapacity] = {};
+  State to_[kCapacity] = {};
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_TRANSITION_LOG_HPP
