@@ -5,6 +5,22 @@ cb_create <- function(config, clock) {
     .Call(`_circuitbreaker_cb_create`, config, clock)
 }
 
+cb_takes_argument <- function(f) {
+    .Call(`_circuitbreaker_cb_takes_argument`, f)
+}
+
+cb_argument_table <- function() {
+    .Call(`_circuitbreaker_cb_argument_table`)
+}
+
+cb_state_names <- function() {
+    .Call(`_circuitbreaker_cb_state_names`)
+}
+
+cb_rejection_names <- function() {
+    .Call(`_circuitbreaker_cb_rejection_names`)
+}
+
 cb_note <- function(ptr, outcome) {
     .Call(`_circuitbreaker_cb_note`, ptr, outcome)
 }
@@ -21,8 +37,8 @@ cb_disable <- function(ptr) {
     .Call(`_circuitbreaker_cb_disable`, ptr)
 }
 
-cb_reconfigure <- function(ptr, config) {
-    .Call(`_circuitbreaker_cb_reconfigure`, ptr, config)
+cb_reconfigure <- function(ptr, changes) {
+    .Call(`_circuitbreaker_cb_reconfigure`, ptr, changes)
 }
 
 cb_arguments <- function(ptr) {
@@ -59,10 +75,6 @@ cb_history <- function(ptr) {
 
 cb_handle_size <- function() {
     .Call(`_circuitbreaker_cb_handle_size`)
-}
-
-cb_rejection <- function(ptr) {
-    .Call(`_circuitbreaker_cb_rejection`, ptr)
 }
 
 cb_clock_create <- function(start) {

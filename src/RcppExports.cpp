@@ -21,8 +21,45 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_takes_argument
+bool cb_takes_argument(SEXP f);
+RcppExport SEXP _circuitbreaker_cb_takes_argument(SEXP fSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type f(fSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_takes_argument(f));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_argument_table
+SEXP cb_argument_table();
+RcppExport SEXP _circuitbreaker_cb_argument_table() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_argument_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_state_names
+Rcpp::CharacterVector cb_state_names();
+RcppExport SEXP _circuitbreaker_cb_state_names() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_state_names());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_rejection_names
+Rcpp::CharacterVector cb_rejection_names();
+RcppExport SEXP _circuitbreaker_cb_rejection_names() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_rejection_names());
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_note
-SEXP cb_note(SEXP ptr, SEXP outcome);
+bool cb_note(SEXP ptr, SEXP outcome);
 RcppExport SEXP _circuitbreaker_cb_note(SEXP ptrSEXP, SEXP outcomeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
@@ -33,7 +70,7 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_reset
-SEXP cb_reset(SEXP ptr);
+bool cb_reset(SEXP ptr);
 RcppExport SEXP _circuitbreaker_cb_reset(SEXP ptrSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
@@ -43,7 +80,7 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_force_open
-SEXP cb_force_open(SEXP ptr);
+bool cb_force_open(SEXP ptr);
 RcppExport SEXP _circuitbreaker_cb_force_open(SEXP ptrSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
@@ -53,7 +90,7 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_disable
-SEXP cb_disable(SEXP ptr);
+bool cb_disable(SEXP ptr);
 RcppExport SEXP _circuitbreaker_cb_disable(SEXP ptrSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
@@ -63,13 +100,13 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_reconfigure
-SEXP cb_reconfigure(SEXP ptr, SEXP config);
-RcppExport SEXP _circuitbreaker_cb_reconfigure(SEXP ptrSEXP, SEXP configSEXP) {
+SEXP cb_reconfigure(SEXP ptr, SEXP changes);
+RcppExport SEXP _circuitbreaker_cb_reconfigure(SEXP ptrSEXP, SEXP changesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
-    Rcpp::traits::input_parameter< SEXP >::type config(configSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_reconfigure(ptr, config));
+    Rcpp::traits::input_parameter< SEXP >::type changes(changesSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_reconfigure(ptr, changes));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -164,16 +201,6 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// cb_rejection
-SEXP cb_rejection(SEXP ptr);
-RcppExport SEXP _circuitbreaker_cb_rejection(SEXP ptrSEXP) {
-BEGIN_RCPP
-    Rcpp::RObject rcpp_result_gen;
-    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_rejection(ptr));
-    return rcpp_result_gen;
-END_RCPP
-}
 // cb_clock_create
 SEXP cb_clock_create(SEXP start);
 RcppExport SEXP _circuitbreaker_cb_clock_create(SEXP startSEXP) {
@@ -206,12 +233,16 @@ BEGIN_RCPP
 END_RCPP
 }
 
-RcppExport SEXP cb_acquire(SEXP, SEXP, SEXP);
+RcppExport SEXP cb_acquire(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_record(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_release(SEXP, SEXP);
 
 static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 2},
+    {"_circuitbreaker_cb_takes_argument", (DL_FUNC) &_circuitbreaker_cb_takes_argument, 1},
+    {"_circuitbreaker_cb_argument_table", (DL_FUNC) &_circuitbreaker_cb_argument_table, 0},
+    {"_circuitbreaker_cb_state_names", (DL_FUNC) &_circuitbreaker_cb_state_names, 0},
+    {"_circuitbreaker_cb_rejection_names", (DL_FUNC) &_circuitbreaker_cb_rejection_names, 0},
     {"_circuitbreaker_cb_note", (DL_FUNC) &_circuitbreaker_cb_note, 2},
     {"_circuitbreaker_cb_reset", (DL_FUNC) &_circuitbreaker_cb_reset, 1},
     {"_circuitbreaker_cb_force_open", (DL_FUNC) &_circuitbreaker_cb_force_open, 1},
@@ -226,11 +257,10 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_is_live", (DL_FUNC) &_circuitbreaker_cb_is_live, 1},
     {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},
     {"_circuitbreaker_cb_handle_size", (DL_FUNC) &_circuitbreaker_cb_handle_size, 0},
-    {"_circuitbreaker_cb_rejection", (DL_FUNC) &_circuitbreaker_cb_rejection, 1},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},
-    {"cb_acquire", (DL_FUNC) &cb_acquire, 3},
+    {"cb_acquire", (DL_FUNC) &cb_acquire, 4},
     {"cb_record",  (DL_FUNC) &cb_record,  4},
     {"cb_release", (DL_FUNC) &cb_release, 2},
     {NULL, NULL, 0}

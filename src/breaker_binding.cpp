@@ -75,9 +75,9 @@ Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
 }
 
 // What R needs to answer a rejection: c(state, retry_after, reason, listening).
-SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a, State state) {
+SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) {
   SEXP out = Rf_allocVector(REALSXP, 4);
-  REAL(out)[0] = static_cast<double>(state);
+  REAL(out)[0] = static_cast<double>(a.state);
   REAL(out)[1] = seconds(a.retry_after);
   REAL(out)[2] = static_cast<double>(a.rejection);
   REAL(out)[3] = h.listening ? 1 : 0;
@@ -111,7 +111,7 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func, SEXP
     return out;
   }
   if (has_fallback && !h.listening && takes_no_arguments(fallback_func)) return R_NilValue;
-  return rejection_to_r(h, a, h.breaker.state());
+  return rejection_to_r(h, a);
   END_RCPP
 }
 
@@ -149,10 +149,11 @@ bool cb_takes_argument(SEXP f) {
 // is unset by default), for R's formals.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_argument_table() {
-  return Rcpp::List::create(
-      Rcpp::Named("name") = Rcpp::as<Rcpp::CharacterVector>(
-          Rcpp::wrap(cbr::config_to_list(circuitbreaker::Config{}, false)).attr("names")),
-      Rcpp::Named("default") = cbr::config_to_list(circuitbreaker::Config{}, false));
+  SEXP defaults = PROTECT(cbr::config_to_list(circuitbreaker::Config{}, false));
+  SEXP out = Rcpp::List::create(Rcpp::Named("name") = Rf_getAttrib(defaults, R_NamesSymbol),
+                                Rcpp::Named("default") = defaults);
+  UNPROTECT(1);
+  return out;
 }
 
 // [[Rcpp::export(rng = false)]]

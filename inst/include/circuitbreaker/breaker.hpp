@@ -389,6 +389,7 @@ class BasicBreaker {
     st().history.add_rejection(now);
     Admission a;
     a.rejection = why;
+    a.state = st().state;
     a.retry_after = retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
     return a;
   }

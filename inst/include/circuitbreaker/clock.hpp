@@ -5,6 +5,7 @@
 #define CIRCUITBREAKER_CLOCK_HPP
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 
 #include "types.hpp"
@@ -29,9 +30,23 @@ class ManualClock {
 
   Nanos now() const noexcept { return now_.load(std::memory_order_acquire); }
 
-  // Moves time forward; callers validate that `by` is not negative.
+  // Moves time forward; callers check `by` with check_advance() first.
   void advance(Nanos by) noexcept {
     now_.fetch_add(by, std::memory_order_acq_rel);
+  }
+
+  // The readings a manual clock may show: from 0 to kMaxClockSeconds, so
+  // that a reading plus any configured duration cannot overflow. Each check
+  // returns nullptr when `seconds` is allowed, else what it must be.
+  static const char* check_start(double seconds) noexcept {
+    if (std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxClockSeconds) return nullptr;
+    return "a number of seconds from 0 to " CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS);
+  }
+  const char* check_advance(double seconds) const noexcept {
+    const double at = nanos_to_seconds(now());
+    if (std::isfinite(seconds) && seconds >= 0 && at + seconds <= kMaxClockSeconds) return nullptr;
+    return "a number of seconds, at least 0, that keeps the clock below " CIRCUITBREAKER_STRINGIFY(
+        CIRCUITBREAKER_MAX_CLOCK_SECONDS);
   }
 
  private:

@@ -48,7 +48,7 @@ inline constexpr double kMaxBackoffMultiplier = CIRCUITBREAKER_MAX_BACKOFF_MULTI
 inline constexpr double kMaxMinimumCalls = 1e9;
 // A failure_threshold from here on cannot be reached by a 64-bit count of
 // consecutive failures (2^64 is about 1.8447e19): the rule is off.
-inline constexpr double kUnreachableThreshold = 1.8e19;
+inline constexpr double kUnreachableThreshold = kMaxCountAsDouble;
 
 // Defaults of the arguments, defined once: the Config initialisers below and
 // the argument table (config_fields.hpp) both use them. The first two are

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "types.hpp"
 
@@ -30,12 +31,23 @@ struct Permit {
 struct Admission {
   bool permitted = false;
   Rejection rejection = Rejection::None;
+  State state = State::Closed;  // when rejected: the state that refused the call
   // When rejected: the time until a call may be admitted; kNever when forced
   // open, kUnknownWait when half-open with every slot held by a probe
   // without a deadline. 0 when permitted.
   Nanos retry_after = 0;
   Permit permit;
 };
+
+// How long a probe taken by an asynchronous call may stay unsettled (the
+// `probe_lease` of acquire()), unless half_open_max_wait says otherwise: the
+// call's own timeout when it has one, else recovery_timeout. A synchronous
+// call always settles (an interrupt releases its permit) and passes kNever;
+// an asynchronous one may never settle, and must not hold HALF_OPEN forever.
+template <typename SettingsT>
+inline Nanos async_probe_lease(const SettingsT& s, std::optional<Nanos> call_timeout) noexcept {
+  return call_timeout ? *call_timeout : s.recovery_timeout;
+}
 
 }  // namespace circuitbreaker
 

@@ -65,6 +65,7 @@ inline const char* state_name(State s) noexcept {
 }
 
 enum class Outcome : std::uint8_t { Success = 0, Failure = 1, Ignored = 2 };
+inline constexpr int kOutcomeCount = 3;
 
 // Why acquire() said no. Only informational: every rejection is handled the
 // same way by callers (fallback or a circuit_breaker_open condition).
@@ -103,6 +104,15 @@ inline double nanos_to_seconds(Nanos ns) noexcept {
 }
 
 // a + b for a >= 0, b >= 0, saturating at kNever.
+// A count given as a double (by a binding) as a 64-bit count: 0 for NaN or
+// anything below 0, saturating near 2^64.
+inline constexpr double kMaxCountAsDouble = 1.8e19;
+inline std::uint64_t count_from_double(double x) noexcept {
+  if (!(x > 0)) return 0;
+  if (x >= kMaxCountAsDouble) return static_cast<std::uint64_t>(kMaxCountAsDouble);
+  return static_cast<std::uint64_t>(x);
+}
+
 inline Nanos saturating_add(Nanos a, Nanos b) noexcept {
   return b >= kNever - a ? kNever : a + b;
 }
