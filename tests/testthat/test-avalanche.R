@@ -154,3 +154,30 @@ test_that("avalanche_demo() rejects bad arguments before starting anything", {
   expect_identical(err$argument, "concurrency")
   expect_match(conditionMessage(err), "concurrency")
 })
+
+test_that("the avalanche harness finds its scripts next to itself and uses no internals", {
+  harness <- avalanche_harness()
+  home <- normalizePath(dirname(test_path("..", "..", "bench", "avalanche", "avalanche.R")))
+  expect_identical(harness$avalanche_home, home)
+  for (name in c("api.R", "downstream.R")) {
+    expect_identical(harness$avalanche_script(name), file.path(home, name))
+  }
+  for (file in c("avalanche.R", "api.R", "downstream.R", "run.R")) {
+    code <- readLines(file.path(home, file), warn = FALSE)
+    expect_false(any(grepl("circuitbreaker:::", code, fixed = TRUE)), info = file)
+    expect_false(any(grepl("system.file(", code, fixed = TRUE)), info = file)
+  }
+})
+
+test_that("bench/avalanche/run.R rejects a bad option before starting anything", {
+  harness <- avalanche_harness()
+  run <- file.path(harness$avalanche_home, "run.R")
+  rscript <- file.path(R.home("bin"), "Rscript")
+  for (args in list(c("--concurrency", "0"), "--no-such-option", c("--phases", "1,2"),
+                    c("--phases", "1,2,3,601"), "--plot")) {
+    status <- suppressWarnings(system2(rscript, c(shQuote(run), args), stdout = FALSE, stderr = FALSE))
+    expect_identical(status, 2L, info = paste(args, collapse = " "))
+  }
+  help <- suppressWarnings(system2(rscript, c(shQuote(run), "--help"), stdout = TRUE, stderr = TRUE))
+  expect_true(any(grepl("--plot FILE", help, fixed = TRUE)))
+})
