@@ -208,8 +208,9 @@ demo_result$transitions
 
 # Side by side: calls that reached the service, failures, and the seconds this
 # R process spent blocked in calls.
-t(demo_result$summary[, c("scenario", "server_calls", "short_circuited", "failures",
-                          "successes", "blocked", "median_latency", "fallback_while_up")])
+print(demo_result$summary[, c("scenario", "server_calls", "short_circuited", "failures",
+                              "successes", "blocked", "median_latency", "fallback_while_up")],
+      digits = 3, row.names = FALSE)
 
 with(demo_result$summary, cat(sprintf(
   "The breaker kept %d requests away from the hanging service and cut the time blocked in calls from %.1f s to %.1f s.\n",
