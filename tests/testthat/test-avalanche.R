@@ -1,7 +1,21 @@
-# The avalanche demonstration starts a webfakes downstream and four plumber
-# APIs in background R processes on 127.0.0.1 and loads them for about 11 s
-# (plus start-up). The assertions are about behaviour, not timings: the
-# machine may be busy.
+# The avalanche demonstration (bench/avalanche/, not part of the package)
+# starts a webfakes downstream and four plumber APIs in background R
+# processes on 127.0.0.1 and loads them for about 11 s (plus start-up). The
+# assertions are about behaviour, not timings: the machine may be busy.
+#
+# The harness is sourced from the repository: it is not installed with the
+# package, and R CMD build leaves bench/ out (.Rbuildignore), so these tests
+# skip when run from a tarball (R CMD check).
+
+avalanche_harness <- function() {
+  path <- test_path("..", "..", "bench", "avalanche", "avalanche.R")
+  if (!file.exists(path)) {
+    skip("the avalanche harness (bench/avalanche/) is not here: it is in the repository, not in the package tarball")
+  }
+  harness <- new.env(parent = globalenv())
+  source(path, local = harness)
+  harness
+}
 
 skip_avalanche <- function() {
   skip_on_cran()
@@ -10,12 +24,13 @@ skip_avalanche <- function() {
   }
 }
 
-test_that("breaker_avalanche_demo() shows the breakers opening, answering and closing", {
+test_that("avalanche_demo() shows the breakers opening, answering and closing", {
   skip_avalanche()
+  harness <- avalanche_harness()
   plot_file <- tempfile("avalanche-", fileext = ".png")
   on.exit(unlink(plot_file), add = TRUE)
 
-  res <- breaker_avalanche_demo(
+  res <- harness$avalanche_demo(
     phase_seconds = c(healthy = 2, hanging = 3, failing = 3, recovered = 3),
     concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
     plot_file = plot_file, quiet = TRUE
@@ -107,7 +122,8 @@ test_that("breaker_avalanche_demo() shows the breakers opening, answering and cl
   expect_gt(file.size(plot_file), 1000)
 })
 
-test_that("breaker_avalanche_demo() rejects bad arguments before starting anything", {
+test_that("avalanche_demo() rejects bad arguments before starting anything", {
+  harness <- avalanche_harness()
   bad <- list(
     list(phase_seconds = c(1, 2, 3)),
     list(phase_seconds = c(healthy = 1, hanging = 1, failing = 1, later = 1)),
@@ -131,10 +147,37 @@ test_that("breaker_avalanche_demo() rejects bad arguments before starting anythi
     list(quiet = NA), list(quiet = "yes"), list(quiet = c(TRUE, FALSE))
   )
   for (args in bad) {
-    expect_error(do.call(breaker_avalanche_demo, args), class = "circuit_breaker_invalid_argument")
+    expect_error(do.call(harness$avalanche_demo, args), class = "avalanche_invalid_argument")
   }
-  err <- tryCatch(breaker_avalanche_demo(concurrency = 0), error = identity)
-  expect_s3_class(err, "circuit_breaker_error")
+  err <- tryCatch(harness$avalanche_demo(concurrency = 0), error = identity)
+  expect_s3_class(err, "avalanche_error")
   expect_identical(err$argument, "concurrency")
   expect_match(conditionMessage(err), "concurrency")
+})
+
+test_that("the avalanche harness finds its scripts next to itself and uses no internals", {
+  harness <- avalanche_harness()
+  home <- normalizePath(dirname(test_path("..", "..", "bench", "avalanche", "avalanche.R")))
+  expect_identical(harness$avalanche_home, home)
+  for (name in c("api.R", "downstream.R")) {
+    expect_identical(harness$avalanche_script(name), file.path(home, name))
+  }
+  for (file in c("avalanche.R", "api.R", "downstream.R", "run.R")) {
+    code <- readLines(file.path(home, file), warn = FALSE)
+    expect_false(any(grepl("circuitbreaker:::", code, fixed = TRUE)), info = file)
+    expect_false(any(grepl("system.file(", code, fixed = TRUE)), info = file)
+  }
+})
+
+test_that("bench/avalanche/run.R rejects a bad option before starting anything", {
+  harness <- avalanche_harness()
+  run <- file.path(harness$avalanche_home, "run.R")
+  rscript <- file.path(R.home("bin"), "Rscript")
+  for (args in list(c("--concurrency", "0"), "--no-such-option", c("--phases", "1,2"),
+                    c("--phases", "1,2,3,601"), "--plot")) {
+    status <- suppressWarnings(system2(rscript, c(shQuote(run), args), stdout = FALSE, stderr = FALSE))
+    expect_identical(status, 2L, info = paste(args, collapse = " "))
+  }
+  help <- suppressWarnings(system2(rscript, c(shQuote(run), "--help"), stdout = TRUE, stderr = TRUE))
+  expect_true(any(grepl("--plot FILE", help, fixed = TRUE)))
 })

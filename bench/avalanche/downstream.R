@@ -1,5 +1,6 @@
-# The downstream service of breaker_avalanche_demo(): a webfakes app that the
-# demonstration runs in a background R process on 127.0.0.1.
+# The downstream service of the avalanche demonstration (avalanche_demo() in
+# avalanche.R, next to this file): a webfakes app that the demonstration runs
+# in a background R process on 127.0.0.1.
 #
 # GET /data answers according to the current mode:
 #   healthy  a small JSON body at once (HTTP 200)

@@ -1,195 +1,204 @@
-#' The avalanche demonstration: a breaker keeps a plumber API serving
-#'
-#' @description
-#' Shows, with real processes and real HTTP on 127.0.0.1, what a circuit
-#' breaker does for a single-threaded plumber API whose downstream service
-#' hangs and then fails, what happens without one, and why the guarded call
-#' should be asynchronous.
-#'
-#' The demonstration starts, each in its own background R process:
-#' * a **downstream** service (webfakes, several threads) that is healthy,
-#'   then *hangs* (answers only after `downstream_timeout + 1` seconds), then
-#'   *fails* (HTTP 503 at once), then is healthy again. This process switches
-#'   it from one phase to the next through a control endpoint.
-#' * four identical **plumber APIs** (`inst/avalanche/api.R`), each receiving
-#'   the traffic of one of its endpoints:
-#'   * `/trivial`: no downstream call, the physical limit of the process;
-#'   * `/guarded`: the downstream call, `curl::curl_fetch_memory()`, through a
-#'     breaker's `$execute()` with a fallback (synchronous);
-#'   * `/guarded-async`: the same call through a breaker of its own (same
-#'     settings) with [breaker_fetch_async()] and a fallback: the endpoint
-#'     returns a promise, which plumber serves asynchronously;
-#'   * `/unguarded`: the same call without a breaker (an error JSON when it
-#'     fails).
-#'
-#' Through each phase it loads the endpoints in turns of `slice_seconds`
-#' (trivial, guarded, guarded-async, unguarded, trivial, ...), keeping
-#' `concurrency` requests in flight at the endpoint whose turn it is
-#' (closed-loop load from this R process with curl's multi interface, every
-#' request with `Connection: close`). It then prints requests per second,
-#' median and 99th-percentile latencies, the shares of fallback answers and
-#' of errors, both breakers' state transitions and the headline checks (for
-#' each guarded endpoint), and draws the latencies over time.
-#'
-#' @section Why asynchronous matters:
-#' While the breaker is open, both guarded endpoints answer with the fallback
-#' at once. But every `recovery_timeout` the breaker lets one probe through
-#' (`HALF_OPEN`), and while the downstream hangs that probe waits
-#' `downstream_timeout` seconds. In the synchronous `/guarded` the probe
-#' blocks the single-threaded process for all that time: every request
-#' arriving meanwhile queues behind it. With steady traffic that caps
-#' `/guarded` at about `recovery_timeout / (recovery_timeout +
-#' downstream_timeout)` of `/trivial`'s rate (95% with the defaults, a probe
-#' every 20 s and a 1 s timeout; 60% with a 3 s `recovery_timeout` and a 2 s
-#' timeout) in a long hanging phase, and the queued requests wait up to
-#' `downstream_timeout`.
-#'
-#' `/guarded-async` makes the same call with `curl::curl_fetch_multi()` as a
-#' promise polled on the `later` event loop, which plumber (httpuv) runs
-#' between requests: while the probe is in flight the process goes on serving,
-#' and the requests arriving meanwhile find the breaker's only probe slot
-#' (`half_open_max_calls = 1`) taken and get the fallback at once. Only the
-#' probe's own request waits. The asynchronous breaker also opens sooner when
-#' the downstream starts hanging: the calls in flight time out together, not
-#' one after the other.
-#'
-#' The price of the asynchronous endpoint is its cost per request: an
-#' endpoint that returns a promise costs the process several times the CPU
-#' of one that answers synchronously (the promises themselves, and httpuv's
-#' and plumber's asynchronous steps). `/guarded-async` therefore calls
-#' `breaker_fetch_async(..., immediate_fallback = TRUE)`: a call the open
-#' breaker rejects comes back as the fallback's plain value, which plumber
-#' serves as cheaply as a synchronous answer; only calls that are made pay
-#' for a promise. The report shows the comparison between probes, and
-#' `/guarded` answering the same fallback synchronously.
-#'
-#' @section Four processes, loaded in turns:
-#' One plumber process serves one request at a time (an asynchronous
-#' endpoint lets it interleave requests, but not run two at once), so the
-#' four endpoints run in four identical processes: the unguarded endpoint's
-#' backlog (requests queued behind downstream calls that each block for
-#' `downstream_timeout` seconds) cannot delay the other endpoints, and each
-#' breaker lives on across turns and phases, seeing traffic in every round of
-#' turns, every `4 * slice_seconds` seconds (it moves from `OPEN` to
-#' `HALF_OPEN` lazily, on the next call).
-#'
-#' The processes are loaded in short turns rather than all at once because
-#' on a machine with few cores the busy processes compete for them: loaded
-#' together, `/trivial` runs faster whenever `/guarded` waits (and the reverse),
-#' and which process gets a core to itself decides the comparison. In turns,
-#' each endpoint is measured with the machine to itself (and this process).
-#' A request still in flight when its endpoint's turn ends (say, one waiting
-#' behind a probe) just finishes later; it is not replaced until the next
-#' turn.
-#'
-#' @section Latencies and keep-alive:
-#' httpuv (under plumber) with keep-alive clients shows stalls of about 40 ms
-#' per request (delayed ACK); every request of the demonstration sends
-#' `Connection: close` and uses a fresh connection. Latency is curl's total
-#' time of the transfer; a request the client gave up on counts the time
-#' until it gave up. The client waits up to
-#' `(concurrency + 2) * downstream_timeout + 5` seconds, longer than the
-#' unguarded endpoint's queue can grow, so its latencies are measured, not
-#' cut off.
-#'
-#' @section What is measured:
-#' * `req_per_s`: answers (any HTTP status) to the requests that started in
-#'   the phase that arrived during the endpoint's own turns, per second of
-#'   those turns (`turn_seconds`, about a quarter of the phase).
-#' * `p50_ms`, `p99_ms`, `fallback_share`, `error_share`: over the requests
-#'   that started in the phase. An error is a request without an HTTP answer
-#'   or with a status of 500 or more.
-#' * The headline checks, for `/guarded` and for `/guarded-async` each with
-#'   its own breaker. For the hanging and failing phases they count only the
-#'   requests that started after that endpoint's breaker opened: after the
-#'   phase's first `CLOSED` to `OPEN` transition. (If the phase began with
-#'   the breaker `OPEN`, the whole phase counts; if it began `HALF_OPEN`, with
-#'   a probe sent in the phase before still waiting, the count starts when
-#'   that probe failed.) Targets: the guarded endpoint serves at least 90% of
-#'   `/trivial`'s requests per second (over the same span), with a p99 latency
-#'   at most twice `/trivial`'s.
-#' * `/unguarded` during the hanging phase should be limited by the
-#'   downstream timeout: at most one answer per `downstream_timeout`. Its
-#'   requests wait far longer than a turn, so it is busy the whole phase and
-#'   this check counts its answers over the whole phase.
-#' * After the downstream recovers, each breaker should close within one
-#'   `recovery_timeout` plus one probe (at most `downstream_timeout`).
-#'
-#' The report also gives, for each guarded endpoint, the comparison leaving
-#' out the time its breaker was `HALF_OPEN` (a probe in flight), which
-#' separates the cost of probing from the cost of answering with the
-#' fallback.
-#'
-#' @param phase_seconds Seconds of each phase: four positive numbers named
-#'   `healthy`, `hanging`, `failing` and `recovered` (in any order), or
-#'   unnamed in that order. Each at most 600.
-#' @param concurrency Requests kept in flight at each endpoint: a whole number
-#'   from 1 to 64.
-#' @param downstream_timeout Seconds the API waits for the downstream before
-#'   giving up (0.05 to 30). The hanging downstream answers one second later.
-#' @param recovery_timeout The breakers' `recovery_timeout`, in seconds (0.05
-#'   to 300).
-#' @param failure_threshold The breakers' `failure_threshold`: consecutive
-#'   failures that open them, a whole number from 1 to 100. Each failure
-#'   while the downstream hangs blocks the synchronous `/guarded` process for
-#'   `downstream_timeout` seconds, so its breaker opens about
-#'   `failure_threshold * downstream_timeout` seconds into the hanging phase;
-#'   `/guarded-async`'s calls time out concurrently, so its breaker opens
-#'   about `downstream_timeout` seconds after the first call (if
-#'   `concurrency` is at least `failure_threshold`).
-#' @param slice_seconds Length of each endpoint's turn, in seconds: from 0.05
-#'   to a quarter of the shortest phase, so that each endpoint has a turn in
-#'   every phase.
-#' @param plot_file `NULL` (no plot) or the path of the PNG file to write.
-#' @param quiet If `TRUE`, print nothing.
-#' @return Invisibly, a list:
-#'   * `requests`: one row per request: `endpoint` (`"trivial"`,
-#'     `"guarded"`, `"guarded-async"` or `"unguarded"`), `phase`, `start` and
-#'     `end` (seconds since the healthy phase began; `end` is `NA` for a
-#'     request still unanswered when the run ended), `latency_ms`, `status`
-#'     (HTTP status, 0 for none), `fallback`, `error`.
-#'   * `summary`: one row per phase and endpoint with `seconds` (of the
-#'     phase), `requests`, `turn_seconds`, `req_per_s`, `p50_ms`, `p99_ms`,
-#'     `fallback_share`, `error_share` and `transitions` (the endpoint's
-#'     breaker's, on the guarded endpoints' rows).
-#'   * `transitions`: both breakers' state changes: `endpoint` (`"guarded"`
-#'     or `"guarded-async"`), `time` (seconds since the healthy phase began),
-#'     `phase`, `from`, `to`.
-#'   * `checks`: a list with `passed` (named logical) and `values` (named
-#'     numbers) for the headline checks, and `state_at_start` (each breaker's
-#'     state when the hanging and failing phases began). The names of the
-#'     guarded endpoints' checks begin with `guarded_` or `guarded_async_`:
-#'     `<prefix>_hanging_req_per_s_share`, `<prefix>_hanging_p99_ratio`, the
-#'     same for `failing`, `<prefix>_opened_during_outage`,
-#'     `<prefix>_fallbacks_while_open`, `<prefix>_closed_after_recovery` and
-#'     `<prefix>_closed_within_target`; those of `/unguarded` with
-#'     `unguarded_`.
-#'   * `phases`: the phases' actual start and end times; `turns`: each
-#'     endpoint's turns (`endpoint`, `phase`, `start`, `end`).
-#'   * `breaker_metrics`: each breaker's `$metrics()` at the end of the run, a
-#'     list named `guarded` and `guarded-async`.
-#'   * `plot_file`: the PNG's path, or `NULL`.
-#'
-#' @examples
-#' \dontrun{
-#' res <- breaker_avalanche_demo()
-#' res$summary
-#' res$checks$passed
-#'
-#' # A short run without output.
-#' res <- breaker_avalanche_demo(
-#'   phase_seconds = c(healthy = 2, hanging = 3, failing = 3, recovered = 3),
-#'   concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
-#'   plot_file = tempfile(fileext = ".png"), quiet = TRUE
-#' )
-#' }
-#' @export
-breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
-                                                     failing = 20, recovered = 25),
-                                   concurrency = 8, downstream_timeout = 1,
-                                   recovery_timeout = 20, failure_threshold = 3,
-                                   slice_seconds = 0.5, plot_file = "avalanche.png",
-                                   quiet = FALSE) {
+# The avalanche demonstration: a breaker keeps a plumber API serving
+#
+# A benchmark and demonstration harness, not part of the package: it uses only
+# circuitbreaker's exported API (library(circuitbreaker)). Run it with
+#   Rscript bench/avalanche/run.R --plot avalanche.png    (see run.R, or
+#   bash tools/demo.sh), or source() this file and call avalanche_demo().
+# It starts bench/avalanche/api.R and bench/avalanche/downstream.R, found next
+# to this file (`avalanche_home`, set when this file is sourced).
+#
+# Shows, with real processes and real HTTP on 127.0.0.1, what a circuit
+# breaker does for a single-threaded plumber API whose downstream service
+# hangs and then fails, what happens without one, and why the guarded call
+# should be asynchronous.
+#
+# The demonstration starts, each in its own background R process:
+# * a **downstream** service (webfakes, several threads) that is healthy,
+#   then *hangs* (answers only after `downstream_timeout + 1` seconds), then
+#   *fails* (HTTP 503 at once), then is healthy again. This process switches
+#   it from one phase to the next through a control endpoint.
+# * four identical **plumber APIs** (`bench/avalanche/api.R`), each receiving
+#   the traffic of one of its endpoints:
+#   * `/trivial`: no downstream call, the physical limit of the process;
+#   * `/guarded`: the downstream call, `curl::curl_fetch_memory()`, through a
+#     breaker's `$execute()` with a fallback (synchronous);
+#   * `/guarded-async`: the same call through a breaker of its own (same
+#     settings) with `breaker_fetch_async()` and a fallback: the endpoint
+#     returns a promise, which plumber serves asynchronously;
+#   * `/unguarded`: the same call without a breaker (an error JSON when it
+#     fails).
+#
+# Through each phase it loads the endpoints in turns of `slice_seconds`
+# (trivial, guarded, guarded-async, unguarded, trivial, ...), keeping
+# `concurrency` requests in flight at the endpoint whose turn it is
+# (closed-loop load from this R process with curl's multi interface, every
+# request with `Connection: close`). It then prints requests per second,
+# median and 99th-percentile latencies, the shares of fallback answers and
+# of errors, both breakers' state transitions and the headline checks (for
+# each guarded endpoint), and draws the latencies over time.
+#
+# ## Why asynchronous matters
+# While the breaker is open, both guarded endpoints answer with the fallback
+# at once. But every `recovery_timeout` the breaker lets one probe through
+# (`HALF_OPEN`), and while the downstream hangs that probe waits
+# `downstream_timeout` seconds. In the synchronous `/guarded` the probe
+# blocks the single-threaded process for all that time: every request
+# arriving meanwhile queues behind it. With steady traffic that caps
+# `/guarded` at about `recovery_timeout / (recovery_timeout +
+# downstream_timeout)` of `/trivial`'s rate (95% with the defaults, a probe
+# every 20 s and a 1 s timeout; 60% with a 3 s `recovery_timeout` and a 2 s
+# timeout) in a long hanging phase, and the queued requests wait up to
+# `downstream_timeout`.
+#
+# `/guarded-async` makes the same call with `curl::curl_fetch_multi()` as a
+# promise polled on the `later` event loop, which plumber (httpuv) runs
+# between requests: while the probe is in flight the process goes on serving,
+# and the requests arriving meanwhile find the breaker's only probe slot
+# (`half_open_max_calls = 1`) taken and get the fallback at once. Only the
+# probe's own request waits. The asynchronous breaker also opens sooner when
+# the downstream starts hanging: the calls in flight time out together, not
+# one after the other.
+#
+# The price of the asynchronous endpoint is its cost per request: an
+# endpoint that returns a promise costs the process several times the CPU
+# of one that answers synchronously (the promises themselves, and httpuv's
+# and plumber's asynchronous steps). `/guarded-async` therefore calls
+# `breaker_fetch_async(..., immediate_fallback = TRUE)`: a call the open
+# breaker rejects comes back as the fallback's plain value, which plumber
+# serves as cheaply as a synchronous answer; only calls that are made pay
+# for a promise. The report shows the comparison between probes, and
+# `/guarded` answering the same fallback synchronously.
+#
+# ## Four processes, loaded in turns
+# One plumber process serves one request at a time (an asynchronous
+# endpoint lets it interleave requests, but not run two at once), so the
+# four endpoints run in four identical processes: the unguarded endpoint's
+# backlog (requests queued behind downstream calls that each block for
+# `downstream_timeout` seconds) cannot delay the other endpoints, and each
+# breaker lives on across turns and phases, seeing traffic in every round of
+# turns, every `4 * slice_seconds` seconds (it moves from `OPEN` to
+# `HALF_OPEN` lazily, on the next call).
+#
+# The processes are loaded in short turns rather than all at once because
+# on a machine with few cores the busy processes compete for them: loaded
+# together, `/trivial` runs faster whenever `/guarded` waits (and the reverse),
+# and which process gets a core to itself decides the comparison. In turns,
+# each endpoint is measured with the machine to itself (and this process).
+# A request still in flight when its endpoint's turn ends (say, one waiting
+# behind a probe) just finishes later; it is not replaced until the next
+# turn.
+#
+# ## Latencies and keep-alive
+# httpuv (under plumber) with keep-alive clients shows stalls of about 40 ms
+# per request (delayed ACK); every request of the demonstration sends
+# `Connection: close` and uses a fresh connection. Latency is curl's total
+# time of the transfer; a request the client gave up on counts the time
+# until it gave up. The client waits up to
+# `(concurrency + 2) * downstream_timeout + 5` seconds, longer than the
+# unguarded endpoint's queue can grow, so its latencies are measured, not
+# cut off.
+#
+# ## What is measured
+# * `req_per_s`: answers (any HTTP status) to the requests that started in
+#   the phase that arrived during the endpoint's own turns, per second of
+#   those turns (`turn_seconds`, about a quarter of the phase).
+# * `p50_ms`, `p99_ms`, `fallback_share`, `error_share`: over the requests
+#   that started in the phase. An error is a request without an HTTP answer
+#   or with a status of 500 or more.
+# * The headline checks, for `/guarded` and for `/guarded-async` each with
+#   its own breaker. For the hanging and failing phases they count only the
+#   requests that started after that endpoint's breaker opened: after the
+#   phase's first `CLOSED` to `OPEN` transition. (If the phase began with
+#   the breaker `OPEN`, the whole phase counts; if it began `HALF_OPEN`, with
+#   a probe sent in the phase before still waiting, the count starts when
+#   that probe failed.) Targets: the guarded endpoint serves at least 90% of
+#   `/trivial`'s requests per second (over the same span), with a p99 latency
+#   at most twice `/trivial`'s.
+# * `/unguarded` during the hanging phase should be limited by the
+#   downstream timeout: at most one answer per `downstream_timeout`. Its
+#   requests wait far longer than a turn, so it is busy the whole phase and
+#   this check counts its answers over the whole phase.
+# * After the downstream recovers, each breaker should close within one
+#   `recovery_timeout` plus one probe (at most `downstream_timeout`).
+#
+# The report also gives, for each guarded endpoint, the comparison leaving
+# out the time its breaker was `HALF_OPEN` (a probe in flight), which
+# separates the cost of probing from the cost of answering with the
+# fallback.
+#
+# ## Arguments of avalanche_demo()
+#
+# phase_seconds Seconds of each phase: four positive numbers named
+#   `healthy`, `hanging`, `failing` and `recovered` (in any order), or
+#   unnamed in that order. Each at most 600.
+# concurrency Requests kept in flight at each endpoint: a whole number
+#   from 1 to 64.
+# downstream_timeout Seconds the API waits for the downstream before
+#   giving up (0.05 to 30). The hanging downstream answers one second later.
+# recovery_timeout The breakers' `recovery_timeout`, in seconds (0.05
+#   to 300).
+# failure_threshold The breakers' `failure_threshold`: consecutive
+#   failures that open them, a whole number from 1 to 100. Each failure
+#   while the downstream hangs blocks the synchronous `/guarded` process for
+#   `downstream_timeout` seconds, so its breaker opens about
+#   `failure_threshold * downstream_timeout` seconds into the hanging phase;
+#   `/guarded-async`'s calls time out concurrently, so its breaker opens
+#   about `downstream_timeout` seconds after the first call (if
+#   `concurrency` is at least `failure_threshold`).
+# slice_seconds Length of each endpoint's turn, in seconds: from 0.05
+#   to a quarter of the shortest phase, so that each endpoint has a turn in
+#   every phase.
+# plot_file `NULL` (no plot) or the path of the PNG file to write.
+# quiet If `TRUE`, print nothing.
+# ## Value
+#
+# Invisibly, a list:
+#   * `requests`: one row per request: `endpoint` (`"trivial"`,
+#     `"guarded"`, `"guarded-async"` or `"unguarded"`), `phase`, `start` and
+#     `end` (seconds since the healthy phase began; `end` is `NA` for a
+#     request still unanswered when the run ended), `latency_ms`, `status`
+#     (HTTP status, 0 for none), `fallback`, `error`.
+#   * `summary`: one row per phase and endpoint with `seconds` (of the
+#     phase), `requests`, `turn_seconds`, `req_per_s`, `p50_ms`, `p99_ms`,
+#     `fallback_share`, `error_share` and `transitions` (the endpoint's
+#     breaker's, on the guarded endpoints' rows).
+#   * `transitions`: both breakers' state changes: `endpoint` (`"guarded"`
+#     or `"guarded-async"`), `time` (seconds since the healthy phase began),
+#     `phase`, `from`, `to`.
+#   * `checks`: a list with `passed` (named logical) and `values` (named
+#     numbers) for the headline checks, and `state_at_start` (each breaker's
+#     state when the hanging and failing phases began). The names of the
+#     guarded endpoints' checks begin with `guarded_` or `guarded_async_`:
+#     `<prefix>_hanging_req_per_s_share`, `<prefix>_hanging_p99_ratio`, the
+#     same for `failing`, `<prefix>_opened_during_outage`,
+#     `<prefix>_fallbacks_while_open`, `<prefix>_closed_after_recovery` and
+#     `<prefix>_closed_within_target`; those of `/unguarded` with
+#     `unguarded_`.
+#   * `phases`: the phases' actual start and end times; `turns`: each
+#     endpoint's turns (`endpoint`, `phase`, `start`, `end`).
+#   * `breaker_metrics`: each breaker's `$metrics()` at the end of the run, a
+#     list named `guarded` and `guarded-async`.
+#   * `plot_file`: the PNG's path, or `NULL`.
+#
+# ## Examples
+#
+# source("bench/avalanche/avalanche.R")
+# res <- avalanche_demo()
+# res$summary
+# res$checks$passed
+#
+# # A short run without output.
+# res <- avalanche_demo(
+#   phase_seconds = c(healthy = 2, hanging = 3, failing = 3, recovered = 3),
+#   concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
+#   plot_file = tempfile(fileext = ".png"), quiet = TRUE
+# )
+avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
+                                             failing = 20, recovered = 25),
+                           concurrency = 8, downstream_timeout = 1,
+                           recovery_timeout = 20, failure_threshold = 3,
+                           slice_seconds = 0.5, plot_file = "avalanche.png",
+                           quiet = FALSE) {
   call <- rlang::current_env()
   phase_seconds <- avalanche_check_phases(phase_seconds, call = call)
   concurrency <- avalanche_check_whole(concurrency, "concurrency", 1, 64, call = call)
@@ -201,11 +210,11 @@ breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
   if (!is.null(plot_file) &&
       (!is.character(plot_file) || length(plot_file) != 1L || is.na(plot_file) ||
        !nzchar(plot_file) || !dir.exists(dirname(plot_file)))) {
-    abort_bad_argument("plot_file", "`NULL` or the path of a file in an existing directory",
-                       plot_file, call = call)
+    avalanche_bad_argument("plot_file", "`NULL` or the path of a file in an existing directory",
+                           plot_file, call = call)
   }
   if (!is.logical(quiet) || length(quiet) != 1L || is.na(quiet)) {
-    abort_bad_argument("quiet", "`TRUE` or `FALSE`", quiet, call = call)
+    avalanche_bad_argument("quiet", "`TRUE` or `FALSE`", quiet, call = call)
   }
   avalanche_check_packages(call = call)
   say <- if (quiet) function(...) invisible(NULL) else function(...) cat(..., sep = "")
@@ -260,6 +269,58 @@ breaker_avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
 
 avalanche_now <- function() as.numeric(Sys.time())
 
+# The directory of this file, where api.R and downstream.R are: source() keeps
+# the path it reads in `ofile`, sys.source() in `file`. NA when this file was
+# evaluated some other way (then set `avalanche_home` before running).
+avalanche_home <- local({
+  home <- NA_character_
+  for (i in rev(seq_len(sys.nframe()))) {
+    fun <- sys.function(i)
+    frame <- sys.frame(i)
+    var <- if (identical(fun, base::source)) "ofile" else if (identical(fun, base::sys.source)) "file" else ""
+    if (nzchar(var) && exists(var, envir = frame, inherits = FALSE)) {
+      path <- get(var, envir = frame, inherits = FALSE)
+      if (is.character(path) && length(path) == 1L && file.exists(path)) {
+        home <- normalizePath(dirname(path), mustWork = TRUE)
+        break
+      }
+    }
+  }
+  home
+})
+
+# A bad argument: the same message as the package's own checks, but a
+# condition of the harness (it is not part of the package).
+avalanche_bad_argument <- function(arg, must, value, call = NULL) {
+  cli::cli_abort(
+    "{.arg {arg}} must be {must}, not {avalanche_describe(value)}.",
+    class = c("avalanche_invalid_argument", "avalanche_error"),
+    argument = arg,
+    call = call
+  )
+}
+
+# A short description of a value for error messages.
+avalanche_describe <- function(x) {
+  if (is.null(x)) return("NULL")
+  if (is.function(x)) return("a function")
+  if (is.object(x)) return(paste0("an object of class <", paste(class(x), collapse = "/"), ">"))
+  if (is.atomic(x) && length(x) == 1L) {
+    if (is.na(x)) return("`NA`")
+    return(switch(typeof(x),
+      logical = paste0("`", x, "`"),
+      integer = ,
+      double = paste0("the number ", format(x, digits = 15)),
+      character = if (nzchar(x)) paste0("the string \"", x, "\"") else "an empty string",
+      paste0("a ", typeof(x), " value")
+    ))
+  }
+  kind <- switch(typeof(x),
+    logical = "a logical vector", integer = , double = "a numeric vector",
+    character = "a character vector", list = "a list", paste("an object of type", typeof(x)))
+  paste(kind, "of length", length(x))
+}
+
 # Phase names and the downstream mode of each.
 avalanche_phase_names <- c("healthy", "hanging", "failing", "recovered")
 avalanche_phase_modes <- c(healthy = "healthy", hanging = "hanging", failing = "failing",
@@ -282,13 +343,13 @@ avalanche_check_phases <- function(x, call) {
                  paste0("`", avalanche_phase_names, "`", collapse = ", "))
   if (!is.numeric(x) || is.object(x) || length(x) != 4L || anyNA(x) || any(!is.finite(x)) ||
       any(x <= 0) || any(x > 600)) {
-    abort_bad_argument("phase_seconds", must, x, call = call)
+    avalanche_bad_argument("phase_seconds", must, x, call = call)
   }
   nms <- names(x)
   if (is.null(nms)) {
     names(x) <- avalanche_phase_names
   } else if (!setequal(nms, avalanche_phase_names) || anyDuplicated(nms)) {
-    abort_bad_argument("phase_seconds", must, x, call = call)
+    avalanche_bad_argument("phase_seconds", must, x, call = call)
   }
   stats::setNames(as.numeric(x[avalanche_phase_names]), avalanche_phase_names)
 }
@@ -296,8 +357,8 @@ avalanche_check_phases <- function(x, call) {
 avalanche_check_number <- function(x, arg, min, max, call) {
   if (!is.numeric(x) || is.object(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
       x < min || x > max) {
-    abort_bad_argument(arg, paste("a single number from", format(min, digits = 3), "to",
-                                  format(max, digits = 3)), x, call = call)
+    avalanche_bad_argument(arg, paste("a single number from", format(min, digits = 3), "to",
+                                      format(max, digits = 3)), x, call = call)
   }
   invisible(x)
 }
@@ -305,7 +366,7 @@ avalanche_check_number <- function(x, arg, min, max, call) {
 avalanche_check_whole <- function(x, arg, min, max, call) {
   if (!is.numeric(x) || is.object(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
       x != round(x) || x < min || x > max) {
-    abort_bad_argument(arg, paste("a whole number from", min, "to", max), x, call = call)
+    avalanche_bad_argument(arg, paste("a whole number from", min, "to", max), x, call = call)
   }
   as.integer(x)
 }
@@ -316,9 +377,9 @@ avalanche_check_packages <- function(call) {
   if (length(missing)) {
     install <- paste0("install.packages(", paste(deparse(missing), collapse = ""), ")")
     cli::cli_abort(
-      c("{.fn breaker_avalanche_demo} needs the {.pkg {missing}} package{?s}, which {?is/are} not installed.",
+      c("{.fn avalanche_demo} needs the {.pkg {missing}} package{?s}, which {?is/are} not installed.",
         i = "Install {cli::qty(length(missing))}{?it/them} with {.code {install}}."),
-      class = c("circuit_breaker_missing_package", "circuit_breaker_error"),
+      class = c("avalanche_missing_package", "avalanche_error"),
       call = call
     )
   }
@@ -327,7 +388,7 @@ avalanche_check_packages <- function(call) {
 avalanche_abort <- function(message, details = NULL) {
   cli::cli_abort(
     c(message, details),
-    class = c("circuit_breaker_demo_failed", "circuit_breaker_error"),
+    class = c("avalanche_failed", "avalanche_error"),
     call = NULL
   )
 }
@@ -351,10 +412,16 @@ avalanche_processes <- function() {
   )
 }
 
+# The scripts started in the background processes, next to this file.
 avalanche_script <- function(name) {
-  path <- system.file("avalanche", name, package = "circuitbreaker")
-  if (!nzchar(path)) {
-    avalanche_abort(paste0("Cannot find {.file avalanche/", name, "} in the installed package."))
+  home <- avalanche_home
+  path <- if (!is.na(home)) file.path(home, name) else ""
+  if (!nzchar(path) || !file.exists(path)) {
+    avalanche_abort(
+      paste0("Cannot find {.file ", name, "} next to the avalanche harness."),
+      c(i = paste0("`avalanche_home` is ", if (is.na(home)) "unknown" else paste0("\"", home, "\""),
+                   "; source() bench/avalanche/avalanche.R from its file, or set `avalanche_home`."))
+    )
   }
   path
 }
@@ -898,7 +965,7 @@ avalanche_header <- function(say, downstream, apis, phase_seconds, concurrency, 
     "    -> recovered ", n(phase_seconds[["recovered"]]), " s; this process switches the mode ",
     "(GET /mode) at each boundary.\n",
     "    A hanging request waits in res$delay(), which does not block webfakes' R thread.\n",
-    "  API         inst/avalanche/api.R in four identical plumber processes, one per endpoint:\n",
+    "  API         bench/avalanche/api.R in four identical plumber processes, one per endpoint:\n",
     "    ", ports, "\n",
     "    /guarded: a breaker's $execute() with a fallback; the call blocks the process.\n",
     "    /guarded-async: its own breaker, breaker_fetch_async() with a fallback; the\n",
@@ -1104,7 +1171,9 @@ avalanche_plot <- function(result, file, downstream_timeout) {
   endpoints <- avalanche_endpoints
   cols <- c(trivial = "grey45", guarded = "#1f6fb4", "guarded-async" = "#7b3294",
             unguarded = "#d2322d")
-  state_cols <- c(CLOSED = "#2e8b57", OPEN = "#d2322d", HALF_OPEN = "#e69f00")
+  # The package's palette for breaker states (as plot.CircuitBreaker() and the
+  # Shiny dashboard use it).
+  state_cols <- circuitbreaker::breaker_state_colours()[c("CLOSED", "OPEN", "HALF_OPEN")]
   xlim <- c(0, max(phases$end, r$start, 1))
   ylim <- range(pmax(r$latency_ms, 0.1), na.rm = TRUE)
   if (!all(is.finite(ylim))) ylim <- c(0.1, 1000)

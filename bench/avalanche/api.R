@@ -1,6 +1,7 @@
-# The plumber API of breaker_avalanche_demo(). The demonstration runs four
-# identical copies, each in its own background R process on 127.0.0.1, and
-# sends each copy the traffic of one endpoint.
+# The plumber API of the avalanche demonstration (avalanche_demo() in
+# avalanche.R, next to this file). The demonstration runs four identical
+# copies, each in its own background R process on 127.0.0.1, and sends each
+# copy the traffic of one endpoint. It uses circuitbreaker's exported API only.
 #
 # Configuration (environment variables set by the demonstration):
 #   AVALANCHE_DOWNSTREAM_URL      the downstream's /data URL
