@@ -129,7 +129,7 @@ NULL
 #' # The fallback may take the condition that explains why it was called.
 #' cb$execute(flaky, function(cond) class(cond)[1])
 #' @export
-circuit_breaker <- function() {
+circuit_breaker <- function(...) {
   # The formals are those of CircuitBreaker$new(), set when the package loads
   # from the C++ core's argument table (see breaker_formals()).
   do.call(CircuitBreaker$new, as.list(environment()))
