@@ -49,10 +49,10 @@ check_number_decimal <- function(x, arg = rlang::caller_arg(x), min = -Inf, max 
   as.numeric(x)
 }
 
-# A vector of whole numbers in [min, max], returned as integers.
+# A vector (possibly empty) of whole numbers in [min, max], returned as integers.
 check_integers <- function(x, arg = rlang::caller_arg(x), min, max, must,
                            call = rlang::caller_env()) {
-  ok <- is.numeric(x) && !is.object(x) && length(x) > 0L && !anyNA(x) &&
+  ok <- is.numeric(x) && !is.object(x) && !anyNA(x) &&
     all(x == floor(x)) && all(x >= min & x <= max)
   if (!ok) abort_bad_argument(arg, must, x, call = call)
   as.integer(x)
