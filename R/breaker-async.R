@@ -15,7 +15,7 @@ NULL
 breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_fallback = FALSE) {
   check_installed("promises", "$execute_async()")
   check_bool(immediate_fallback)
-  permit <- .Call(cb_acquire, ptr, request_func, fallback_func, core$timeout %||% NA_real_)
+  permit <- .Call(cb_acquire, ptr, request_func, fallback_func, r_setting(core, "timeout") %||% NA_real_)
   if (is.null(permit) || is.double(permit)) {
     # Rejected. The condition and the listeners' "rejected" event describe the
     # breaker now, at the moment of refusal, not when the promise runs.

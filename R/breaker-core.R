@@ -4,7 +4,10 @@
 #                         owns every rule, the counts and the listening flag)
 #   name                  NULL or the registry name
 #   failure_when, ignore, timeout, failure_statuses, respect_retry_after
-#                         the R-side arguments (r_arguments below)
+#                         the R-side arguments (r_arguments below), each
+#                         present only when it differs from its default: a
+#                         registered breaker should cost a few KB, and each
+#                         binding is 56 bytes (read them with r_setting())
 #   listeners, next_listener_id, seen_transition
 #                         listeners (breaker-events.R); created on first $on()
 #   view                  a weak reference to the R6 object (breaker_view())
@@ -61,6 +64,22 @@ r_arguments <- list(
 
 default_failure_statuses <- c(408L, 429L, 500:599)
 
+# Each R-side argument's default value (evaluated once).
+r_defaults <- lapply(r_arguments, function(a) eval(a$default))
+
+# An R-side argument of a breaker: its own value, or the default.
+r_setting <- function(core, name) {
+  get0(name, envir = core, inherits = FALSE, ifnotfound = r_defaults[[name]])
+}
+
+set_r_setting <- function(core, name, value) {
+  if (identical(value, r_defaults[[name]])) {
+    if (exists(name, envir = core, inherits = FALSE)) rm(list = name, envir = core)
+  } else {
+    assign(name, value, envir = core)
+  }
+}
+
 check_ignore <- function(x, call = rlang::caller_env()) {
   if (is.null(x) || is.function(x)) return(x)
   if (!is.character(x) || length(x) == 0L || anyNA(x) || !all(nzchar(x))) {
@@ -75,9 +94,7 @@ check_ignore <- function(x, call = rlang::caller_env()) {
 new_breaker_core <- function(args, call) {
   core <- new.env(parent = emptyenv(), hash = FALSE)
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
-  for (arg in names(r_arguments)) {
-    assign(arg, r_arguments[[arg]]$check(args[[arg]], call), envir = core)
-  }
+  for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call))
   core
 }
@@ -99,14 +116,14 @@ breaker_configure <- function(core, changes, call) {
   for (arg in names(r_changes)) r_changes[arg] <- list(r_arguments[[arg]]$check(r_changes[[arg]], call))
   core_changes <- changes[intersect(names(changes), core_argument_names())]
   if (length(core_changes)) cb_reconfigure(core$ptr, core_changes)
-  for (arg in names(r_changes)) assign(arg, r_changes[[arg]], envir = core)
+  for (arg in names(r_changes)) set_r_setting(core, arg, r_changes[[arg]])
   invisible(core)
 }
 
 # $config: every argument in effect (the core's with defaults filled in).
 breaker_config <- function(core) {
   c(cb_effective_config(core$ptr),
-    mget(names(r_arguments), envir = core))
+    lapply(stats::setNames(nm = names(r_arguments)), r_setting, core = core))
 }
 
 breaker_metrics <- function(core) {

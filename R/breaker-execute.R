@@ -109,14 +109,14 @@ release_permit <- function(core, permit) {
 # and HTTP errors raised for a status that does not mean the downstream is
 # unhealthy (a 404).
 is_ignored <- function(core, cond) {
-  ignore <- core$ignore
+  ignore <- core$ignore  # NULL, its default, when absent (r_setting())
   if (is.function(ignore)) {
     if (ignore_predicate(ignore, cond)) return(TRUE)
   } else if (!is.null(ignore) && inherits(cond, ignore)) {
     return(TRUE)
   }
   status <- http_error_status(cond)
-  !is.null(status) && !status %in% core$failure_statuses
+  !is.null(status) && !status %in% r_setting(core, "failure_statuses")
 }
 
 # A predicate that fails does not change the outcome (the call counts as a
@@ -132,10 +132,10 @@ ignore_predicate <- function(ignore, cond) {
 # failure (given to the fallback): an HTTP response with a failing status,
 # or a value failure_when() rejects.
 classify_value <- function(core, value) {
-  failure_when <- core$failure_when
+  failure_when <- core$failure_when  # NULL, its default, when absent (r_setting())
   if (!is.object(value) && !is.list(value) && is.null(failure_when)) return(NULL)
   status <- response_status(value)
-  if (!is.null(status) && status %in% core$failure_statuses) {
+  if (!is.null(status) && status %in% r_setting(core, "failure_statuses")) {
     return(http_failure_condition(value, status, core$name, retry_after_hint(core, value)))
   }
   if (!is.null(failure_when) && isTRUE(failure_when(value))) {
@@ -147,7 +147,7 @@ classify_value <- function(core, value) {
 # Seconds a 429 or 503 response asks callers to stay away (Retry-After), or -1
 # when it does not say or the breaker is told not to listen.
 retry_after_hint <- function(core, response) {
-  if (!core$respect_retry_after || is.null(response)) return(-1)
+  if (!r_setting(core, "respect_retry_after") || is.null(response)) return(-1)
   status <- response_status(response)
   if (is.null(status) || !status %in% c(429L, 503L)) return(-1)
   retry_after_seconds(response_header(response, "retry-after")) %||% -1

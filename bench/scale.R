@@ -17,12 +17,22 @@ options(circuitbreaker.max_breakers = n + 10,
         circuitbreaker.defaults = list(failure_rate_threshold = 0.5, window_size = 100))
 urls <- sprintf("http://host-%05d.internal:8080/api/items", seq_len(n))
 
+# R's heap in use (cons cells are 56 bytes, vector cells 8), as gc() counts it:
+# unlike RSS, it leaves out the free pages R keeps after a collection.
+r_heap_bytes <- function() {
+  g <- gc(full = TRUE)
+  g["Ncells", "used"] * 56 + g["Vcells", "used"] * 8
+}
+
 settle()
 rss0 <- rss_bytes()
+heap0 <- r_heap_bytes()
 created <- system.time(for (u in urls) breaker_for(u))[["elapsed"]]
 settle()
 rss1 <- rss_bytes()
+heap1 <- r_heap_bytes()
 per_breaker <- (rss1 - rss0) / n
+per_breaker_r_heap <- (heap1 - heap0) / n
 
 lookup <- bench::mark(
   `breaker_for(url), existing` = breaker_for(urls[[n %/% 2]]),
@@ -30,7 +40,7 @@ lookup <- bench::mark(
   iterations = 20000, check = FALSE
 )
 
-# Where a breaker's memory goes: the C++ handle, and the R6 wrapper.
+# Where a breaker's memory goes: the C++ handle, and the R objects.
 handle_bytes <- circuitbreaker:::cb_handle_size()
 settle()
 rss2 <- rss_bytes()
@@ -62,6 +72,8 @@ cat(sprintf("| create %d breakers with breaker_for() | %.2f s (%.0f us each) |\n
 cat(sprintf("| breaker_for(url) on an existing breaker, median | %s |\n", med(1)))
 cat(sprintf("| breaker_get(name), median | %s |\n", med(2)))
 cat(sprintf("| RSS per registered breaker | %.0f bytes |\n", per_breaker))
+cat(sprintf("| live memory per registered breaker: R heap (gc) + C++ handle | %.0f + %d = %.0f bytes |\n",
+            per_breaker_r_heap, handle_bytes, per_breaker_r_heap + handle_bytes))
 cat(sprintf("| RSS per unregistered circuit_breaker() | %.0f bytes |\n", per_wrapper_and_handle))
 cat(sprintf("| of which the C++ handle (sizeof) | %d bytes |\n", handle_bytes))
 cat(sprintf("| RSS change over the first %d calls | %+.0f KB |\n", calls %/% 2, (rss4 - rss3) / 1024))
