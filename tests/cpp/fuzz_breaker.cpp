@@ -1,7 +1,8 @@
 // libFuzzer target: circuitbreaker::Breaker against the reference model.
 //
 // The input decodes (fuzz_decode.hpp) into a valid configuration, a start
-// time and a sequence of operations: acquire; record success / failure /
+// time and a sequence of operations: acquire, with or without a probe_lease;
+// record success / failure /
 // ignored of an outstanding permit or of one settled before or issued in an
 // older generation, with or without an open_for hint; release; note; advance
 // the clock (exact deadlines of the current state, bucket boundaries, or
@@ -59,6 +60,7 @@ struct Logged {
   Nanos now = 0;
   std::size_t permit = 0;
   bool permitted = false, model_permitted = false, kept = false;
+  bool recorded = false;  // Record, Note: what the breaker returned
   Outcome outcome = Outcome::Success;
   Nanos value = -1;  // Advance / Snapshot: delta; Record: open_for
   std::size_t config = 0;
@@ -70,6 +72,7 @@ struct Logged {
 const char* op_name(Op op) {
   switch (op) {
     case Op::Acquire: return "acquire";
+    case Op::AcquireLease: return "acquire";
     case Op::Record: return "record";
     case Op::Release: return "release";
     case Op::Note: return "note";
@@ -116,17 +119,20 @@ class Run {
 
   void step() {
     Logged op;
-    op.type = cbfuzz::kOpTable[r_.u8() % 32];
+    op.type = cbfuzz::kOpTable[r_.u8() % cbfuzz::kOpCodes];
     cb::Admission real_adm;
     cbmodel::Admission model_adm;
     bool admitted = false;
+    bool returned = false, model_recorded = false;
     std::uint64_t after = 0;
     std::size_t max = 64;
     Nanos at = now_;
     switch (op.type) {
-      case Op::Acquire: {
-        real_adm = b_->acquire(now_);
-        model_adm = m_->acquire(now_);
+      case Op::Acquire:
+      case Op::AcquireLease: {
+        op.value = op.type == Op::AcquireLease ? probe_lease(r_.u8()) : cb::kNever;
+        real_adm = b_->acquire(now_, op.value);
+        model_adm = m_->acquire(now_, op.value);
         admitted = true;
         op.permitted = real_adm.permitted;
         op.model_permitted = model_adm.permitted;
@@ -143,8 +149,9 @@ class Run {
         op.outcome = cbfuzz::decode_outcome(r_.u8());
         op.value = open_for(r_.u8());
         const Held& h = permits_[op.permit];
-        b_->record(h.real, op.outcome, now_, op.value);
-        m_->record(h.model, op.outcome, now_, op.value);
+        op.recorded = b_->record(h.real, op.outcome, now_, op.value);
+        model_recorded = m_->record(h.model, op.outcome, now_, op.value);
+        returned = true;
         break;
       }
       case Op::Release: {
@@ -156,8 +163,9 @@ class Run {
       }
       case Op::Note:
         op.outcome = cbfuzz::decode_outcome(r_.u8());
-        b_->note(op.outcome, now_);
-        m_->note(op.outcome, now_);
+        op.recorded = b_->note(op.outcome, now_);
+        model_recorded = m_->note(op.outcome, now_);
+        returned = true;
         break;
       case Op::Advance:
         op.value = delta();
@@ -212,7 +220,28 @@ class Run {
     op.after = after;
     op.max = max;
     ops_.push_back(op);
-    check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max);
+    std::string extra;
+    if (returned && op.recorded != model_recorded) {
+      extra = std::string("  recorded: breaker ") + cbcompare::show(op.recorded) + ", model " +
+              cbcompare::show(model_recorded) + "\n";
+    }
+    check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max,
+          extra);
+  }
+
+  // The probe_lease of an AcquireLease.
+  Nanos probe_lease(std::uint8_t s) {
+    const Nanos rt = m_->settings().recovery_timeout;
+    switch (s % 8) {
+      case 0: return 0;
+      case 1: return 1;
+      case 2: return rt;
+      case 3: return rt + 1;
+      case 4: return cb::kNever;
+      case 5: return -1;
+      case 6: return static_cast<Nanos>(r_.u64());  // anything, negative and huge too
+      default: return static_cast<Nanos>(r_.u16()) * 1000;
+    }
   }
 
   // A permit to settle: usually an outstanding one, sometimes any permit ever
@@ -266,15 +295,22 @@ class Run {
           dt = m_->snapshot(now_).open_duration + plus_one;
         }
         break;
-      case 6: case 7:  // exactly at / just past a probe's expiry
-        if (st.half_open_max_wait == cb::kNever) {
+      case 6: case 7: {  // exactly at / just past a probe's expiry, or long after
+        const Nanos expiry = m_->earliest_probe_deadline();
+        if (state == State::HalfOpen && expiry != cb::kNever && expiry >= now_) {
+          dt = expiry - now_ + plus_one;
+          if (s % 16 == 7) {  // noticed after the re-opening it causes has ended
+            const Nanos reopen =
+                m_->duration(m_->snapshot(now_).consecutive_opens + 1, 1, -1);
+            dt += reopen < kClockLimit / 4 ? reopen + 1 : 0;
+          }
+        } else if (st.half_open_max_wait == cb::kNever) {
           dt = 0;
-        } else if (state == State::HalfOpen && m_->oldest_probe_start() != cb::kNever) {
-          dt = m_->oldest_probe_start() + st.half_open_max_wait - now_ + plus_one;
         } else {
           dt = st.half_open_max_wait + plus_one;
         }
         break;
+      }
       case 8: dt = st.slow_tracking ? st.slow_call_duration + plus_one : 0; break;
       case 9:  // the next bucket boundary of a time window, or just before it
         if (st.window_type == cb::WindowType::Time) {
@@ -311,9 +347,9 @@ class Run {
   }
 
   void check(Nanos at, const cb::Admission* real_adm, const cbmodel::Admission* model_adm,
-             std::uint64_t after, std::size_t max) {
+             std::uint64_t after, std::size_t max, const std::string& extra = std::string()) {
     const std::string diff =
-        cbcompare::compare_all(*b_, *m_, at, real_adm, model_adm, after, max);
+        extra + cbcompare::compare_all(*b_, *m_, at, real_adm, model_adm, after, max);
     if (diff.empty()) return;
     report(diff);
     std::abort();
@@ -333,6 +369,8 @@ class Run {
       o << "  [" << i << "] t=" << op.now << "  " << op_name(op.type);
       switch (op.type) {
         case Op::Acquire:
+        case Op::AcquireLease:
+          if (op.type == Op::AcquireLease) o << "(probe_lease=" << op.value << ")";
           if (op.permitted != op.model_permitted) {
             o << (op.permitted ? " -> permitted by the breaker, rejected by the model"
                                : " -> rejected by the breaker, permitted by the model");
@@ -352,10 +390,13 @@ class Run {
         case Op::Record:
           o << "(P" << op.permit << ", " << cbcompare::outcome_name(op.outcome);
           if (op.value != -1) o << ", open_for=" << op.value;
-          o << ")";
+          o << ") -> " << (op.recorded ? "recorded" : "not recorded");
           break;
         case Op::Release: o << "(P" << op.permit << ")"; break;
-        case Op::Note: o << "(" << cbcompare::outcome_name(op.outcome) << ")"; break;
+        case Op::Note:
+          o << "(" << cbcompare::outcome_name(op.outcome) << ") -> "
+            << (op.recorded ? "recorded" : "not recorded");
+          break;
         case Op::Advance: o << " clock by " << op.value; break;
         case Op::Reconfigure:
           if (op.skipped) o << "(invalid configuration: skipped)";

@@ -4,14 +4,14 @@
 // Every byte string decodes to something: a reader past the end yields zeros.
 //
 //   input  := config start op*
-//   config := 0xFF                      the seed's defaults (Config{})
+//   config := 0xFF                      the defaults (Config{}, rng_seed 0)
 //           | scale field{15}           scale: byte % 10 picks a typical
 //                                       duration; each field decodes itself
 //   start  := byte [u64]                the clock's first reading
 //   op     := byte args                 byte % 32 through kOpTable
 //
 // Numbers inside fields are picked from small tables of interesting values
-// (boundaries, the seed's defaults, exact nanoseconds, values that round to
+// (boundaries, the defaults, exact nanoseconds, values that round to
 // 0 ns) most of the time, and read raw (8 bytes as a double) sometimes, so
 // that invalid values reach validate() too. A configuration that validate()
 // rejects after fix() ends the input (the initial one) or is skipped (a
@@ -65,6 +65,7 @@ class Reader {
 
 enum class Op : std::uint8_t {
   Acquire,      // -
+  AcquireLease, // lease-byte [u64]: acquire(now, probe_lease)
   Record,       // permit-byte outcome-byte open_for-byte [u64]
   Release,      // permit-byte
   Note,         // outcome-byte
@@ -78,9 +79,10 @@ enum class Op : std::uint8_t {
   kCount
 };
 
-inline constexpr Op kOpTable[32] = {
+inline constexpr int kOpCodes = 32;
+inline constexpr Op kOpTable[kOpCodes] = {
     Op::Acquire,   Op::Acquire,   Op::Acquire,     Op::Acquire,     Op::Acquire,
-    Op::Acquire,   Op::Acquire,   Op::Record,      Op::Record,      Op::Record,
+    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,      Op::Record,
     Op::Record,    Op::Record,    Op::Record,      Op::Record,      Op::Release,
     Op::Release,   Op::Note,      Op::Note,        Op::Advance,     Op::Advance,
     Op::Advance,   Op::Advance,   Op::Advance,     Op::Advance,     Op::Reset,
@@ -89,7 +91,7 @@ inline constexpr Op kOpTable[32] = {
 
 // The first byte of each operation in kOpTable (for writing seeds).
 inline std::uint8_t op_byte(Op op) {
-  for (std::uint8_t i = 0; i < 32; ++i) {
+  for (std::uint8_t i = 0; i < kOpCodes; ++i) {
     if (kOpTable[i] == op) return i;
   }
   return 0;
@@ -104,7 +106,8 @@ inline cb::Outcome decode_outcome(std::uint8_t b) {
 // Configurations.
 
 inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1, 1, 30, 3600, 1e6, 1e9};
-inline constexpr int kConfigFields = 15;
+inline constexpr int kConfigFields = 15;  // the 14 of the argument table, then rng_seed
+inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
 class ConfigDecoder {
  public:
@@ -113,7 +116,11 @@ class ConfigDecoder {
   // A whole configuration; nullopt when it is not valid (after fix()).
   std::optional<cb::Config> fresh() {
     const std::uint8_t s = r_.u8();
-    if (s == 0xFF) return cb::Config{};
+    if (s == kDefaultsByte) {
+      cb::Config c;
+      c.rng_seed = 0;  // the model needs a known seed
+      return c;
+    }
     scale_ = kScales[s % 10];
     cb::Config c;
     for (int f = 0; f < kConfigFields; ++f) field(c, f);
@@ -141,6 +148,7 @@ class ConfigDecoder {
         *c.minimum_calls > cb::effective_window_size(c)) {
       c.minimum_calls = cb::effective_window_size(c);
     }
+    if (!c.rng_seed) c.rng_seed = 0;  // the model needs a known seed
     if (cb::validate(c)) return std::nullopt;
     return c;
   }
@@ -266,7 +274,7 @@ class ConfigDecoder {
         break;
       }
       case 13: c.ramp_up = (r_.u8() & 1) ? duration(true) : 0.0; break;
-      default: c.seed = r_.u64(); break;
+      default: c.rng_seed = r_.u64(); break;
     }
   }
 

@@ -48,7 +48,7 @@ Bytes family_bytes(std::uint8_t scale, std::initializer_list<std::uint8_t> field
 
 std::vector<Family> families() {
   std::vector<Family> f;
-  // The seed document's defaults (5 consecutive failures, 30 s).
+  // The defaults (5 consecutive failures, 30 s: the article's R6 class).
   f.push_back({"defaults", {0xFF, 0}});
   // 1 s scale: threshold 5, recovery 1 s, rate 0.5 over a count window of
   // 10 with minimum_calls 4.
@@ -72,7 +72,7 @@ std::vector<Family> families() {
   f.push_back({"huge",
                family_bytes(9, {1, 8, 0, 0, 1, 0, 8, 0, 39, 0, 8, 0, 0, 2, 0, 8, 5, 3, 3, 1, 8}, 44,
                             {2, 0, 0, 0, 0, 0, 0, 0x40, 0x37})});
-  // 30 s, threshold 5, backoff 2 capped at 60 s (the seed plus backoff).
+  // 30 s, threshold 5, backoff 2 capped at 60 s (the defaults plus backoff).
   f.push_back({"backoff",
                family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0}, 55, {3})});
   // 0.1 s scale: recovery 0, count window 1, slow rule 0.3, backoff 10,
@@ -95,6 +95,13 @@ struct Script {
   Bytes b;
   void op(Op o) { b.push_back(cbfuzz::op_byte(o)); }
   void acquire() { op(Op::Acquire); }
+  // lease (Run::probe_lease): 0 zero, 1 one ns, 2 rt, 3 rt + 1, 4 kNever,
+  // 5 negative, 7 u16 us.
+  void acquire_lease(std::uint8_t lease, std::initializer_list<std::uint8_t> args = {}) {
+    op(Op::AcquireLease);
+    b.push_back(lease);
+    b.insert(b.end(), args);
+  }
   // permit: < 200 picks an outstanding permit; outcome: 0 success, 9
   // failure, 18 ignored; open_for: 0 none (see Run::open_for).
   void record(std::uint8_t permit, std::uint8_t outcome, std::uint8_t open_for = 0) {
@@ -116,7 +123,7 @@ struct Script {
     b.push_back(outcome);
   }
   // advance selectors (Run::delta): 4 open deadline, 4|16 just past it,
-  // 6 / 6|16 probe expiry, 8 slow, 9 window bucket, 10 ramp end, 11 history
+  // 6 / 6|16 probe expiry, 7 long after it (past the re-opening), 8 slow, 9 window bucket, 10 ramp end, 11 history
   // bucket, 13 u16 ns (|16: ms).
   void advance(std::uint8_t sel, std::initializer_list<std::uint8_t> args = {}) {
     op(Op::Advance);
@@ -173,6 +180,31 @@ Bytes expiring_probes() {
   s.release(0);
   s.acquire();
   s.record(0, 0);
+  return s.b;
+}
+
+// Probes leased by the caller (async calls), lost, their expiry noticed at
+// once, at the deadline, and long after the re-opening it caused.
+Bytes leased_probes() {
+  Script s;
+  for (int i = 0; i < 6; ++i) s.call(9);
+  s.advance(4 | 16);
+  s.acquire_lease(2);  // lease of rt
+  s.acquire_lease(7, {0x10, 0});
+  s.acquire();         // no deadline
+  s.snapshot(0);
+  s.advance(6);        // exactly at the earliest deadline: not yet
+  s.acquire();
+  s.advance(7);        // long after: re-opened as of the deadline, and over
+  s.acquire_lease(3);
+  s.record(0, 0);
+  s.record(0, 9);
+  s.advance(4 | 16);
+  s.acquire_lease(4);  // kNever: the breaker cannot say when a slot frees
+  s.acquire();
+  s.acquire_lease(5);
+  s.record(0, 0);
+  s.transitions(0, 64);
   return s.b;
 }
 
@@ -284,7 +316,8 @@ int main(int argc, char** argv) {
   const Pattern patterns[] = {{"trip", trip_and_recover},         {"expire", expiring_probes},
                               {"late", late_results},             {"manual", manual_states},
                               {"reconfigure", reconfigure_half_open}, {"buckets", walk_buckets},
-                              {"ramp", ramp_up}};
+                              {"ramp", ramp_up},
+                              {"lease", leased_probes}};
   std::mt19937_64 rng(20240601);
   std::size_t files = 0, bytes = 0;
   for (const Family& fam : families()) {

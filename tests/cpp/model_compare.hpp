@@ -41,7 +41,7 @@ inline std::string describe(const Config& c) {
   o << "failure_threshold=" << c.failure_threshold
     << " recovery_timeout=" << c.recovery_timeout
     << " failure_rate_threshold=" << fmt_opt(c.failure_rate_threshold)
-    << " window_type=" << (c.window_type == WindowType::Count ? "count" : "time")
+    << " window_type=" << cb::window_type_name(c.window_type)
     << " window_size=" << fmt_opt(c.window_size)
     << " minimum_calls=" << fmt_opt(c.minimum_calls)
     << " slow_call_duration=" << fmt_opt(c.slow_call_duration)
@@ -50,7 +50,8 @@ inline std::string describe(const Config& c) {
     << " half_open_max_wait=" << fmt_opt(c.half_open_max_wait)
     << " backoff_multiplier=" << c.backoff_multiplier
     << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
-    << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up << " seed=" << c.seed;
+    << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up << " rng_seed="
+    << (c.rng_seed ? std::to_string(*c.rng_seed) : std::string("NULL"));
   return o.str();
 }
 

@@ -167,7 +167,7 @@ TEST_CASE("seed defaults: 5 consecutive failures open, probe after more than 30 
   CHECK(state_at(b, t) == State::HalfOpen);
   a = b.acquire(t);  // the one probe slot is taken
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);
+  CHECK(a.retry_after == cb::kUnknownWait);  // no deadline: no known time
 
   SECTION("the probe's success closes and zeroes the failure count") {
     b.record(p, Outcome::Success, t + kS);
@@ -401,11 +401,11 @@ TEST_CASE("half-open probes and half_open_max_calls", "[breaker][half-open]") {
   CHECK(p3.generation == 3);
   Admission a = b.acquire(t);
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);  // no half_open_max_wait: no known time
+  CHECK(a.retry_after == cb::kUnknownWait);  // no deadline: no known time
   Snapshot s = b.snapshot(t);
   CHECK(s.state == State::HalfOpen);
   CHECK(s.probes_in_flight == 3);
-  CHECK(s.retry_after == 0);
+  CHECK(s.retry_after == cb::kUnknownWait);
 
   SECTION("successes count toward the limit; all succeed -> CLOSED") {
     b.record(p1, Outcome::Success, t);
@@ -495,13 +495,14 @@ TEST_CASE("probe lease expiry after half_open_max_wait", "[breaker][expiry]") {
     a = b.acquire(late);  // p1 has now waited more than 5 s
     CHECK_FALSE(a.permitted);
     CHECK(a.rejection == Rejection::Open);  // it expired, re-opened, then refused
-    CHECK(a.retry_after == kS);
+    CHECK(a.retry_after == kS - 1);  // re-opened as of the deadline, t + 5 s
     Snapshot s = b.snapshot(late);
     CHECK(s.state == State::Open);
     CHECK(s.totals.expired == 1);
     CHECK(s.consecutive_failures == 2);
     CHECK(s.has_failure);
-    CHECK(s.last_failure_at == late);
+    CHECK(s.last_failure_at == t + 5 * kS);  // the deadline
+    CHECK(s.state_since == t + 5 * kS);
     CHECK(s.consecutive_opens == 2);
     CHECK(s.totals.times_opened == 2);
     CHECK(s.totals.rejected == 3);
@@ -559,7 +560,7 @@ TEST_CASE("without half_open_max_wait probes never expire", "[breaker][expiry]")
   const Nanos much_later = 1000000 * kS;
   const Admission a = b.acquire(much_later);
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);
+  CHECK(a.retry_after == cb::kUnknownWait);
   CHECK(state_at(b, much_later) == State::HalfOpen);
   b.record(p, Outcome::Success, much_later);
   CHECK(state_at(b, much_later) == State::Closed);
@@ -692,7 +693,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   c.failure_threshold = 1;
   c.recovery_timeout = 10;
   c.jitter = 0.5;
-  c.seed = 12345;
+  c.rng_seed = 12345;
 
   auto durations = [](const Config& config, int n) {
     Breaker b(settings_of(config), 0);
@@ -707,7 +708,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   };
 
   const std::vector<Nanos> d = durations(c, 200);
-  std::uint64_t rng = c.seed;
+  std::uint64_t rng = *c.rng_seed;
   Nanos lo = cb::kNever, hi = 0;
   for (std::size_t i = 0; i < d.size(); ++i) {
     const double u = cb::uniform01(rng);
@@ -723,7 +724,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   CHECK(lo < 6 * kS);  // the draws do spread over the range
   CHECK(hi > 9 * kS);
   CHECK(durations(c, 200) == d);  // same seed, same durations
-  c.seed = 54321;
+  c.rng_seed = 54321;
   CHECK(durations(c, 200) != d);
 
   SECTION("jitter 1: anywhere in (0, recovery_timeout]") {
@@ -735,7 +736,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   }
   SECTION("jitter 0 does not draw from the generator") {
     c.jitter = 0;
-    c.seed = 12345;
+    c.rng_seed = 12345;
     Breaker b(settings_of(c), 0);
     call(b, Outcome::Failure, 0);
     Nanos t = 0;
@@ -745,7 +746,52 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
     jittery.jitter = 0.5;
     b.reconfigure(settings_of(jittery), t);
     t = probe(b, t, Outcome::Failure);
-    CHECK(b.snapshot(t).open_duration == d[0]);  // the first draw of the seed
+    CHECK(b.snapshot(t).open_duration == d[0]);  // the first draw of the rng_seed: reseeded
+  }
+}
+
+TEST_CASE("the jitter generator is seeded on construction and on every reconfigure",
+          "[breaker][jitter]") {
+  // Created with jitter 0, reconfigured to jitter 0.9: without an rng_seed
+  // each breaker draws its own seed (an old build used one fixed default
+  // seed, so every such breaker opened for exactly the same time).
+  Config plain;
+  plain.failure_threshold = 1;
+  plain.recovery_timeout = 100;
+  Config jittery = plain;
+  jittery.jitter = 0.9;
+  auto open_duration = [&](const Config& created, const Config& then) {
+    Breaker b(settings_of(created), 0);
+    b.reconfigure(settings_of(then), 0);
+    call(b, Outcome::Failure, 0);
+    REQUIRE(state_at(b, 0) == State::Open);
+    return b.snapshot(0).open_duration;
+  };
+  SECTION("no rng_seed: different durations") {
+    const Nanos a = open_duration(plain, jittery);
+    const Nanos b = open_duration(plain, jittery);
+    const Nanos c = open_duration(plain, jittery);
+    CHECK(!(a == b && b == c));
+    CHECK((a != b && b != c && a != c));
+  }
+  SECTION("the same rng_seed: the same durations, the generator's first draw") {
+    jittery.rng_seed = 777;
+    const Nanos a = open_duration(plain, jittery);
+    CHECK(open_duration(plain, jittery) == a);
+    CHECK(open_duration(plain, jittery) == a);
+    std::uint64_t rng = 777;
+    CHECK(a == static_cast<Nanos>(100e9 * (1 - 0.9 * cb::uniform01(rng)) + 0.5));
+  }
+  SECTION("an rng_seed given at creation is applied again on reconfigure") {
+    Config seeded = jittery;
+    seeded.rng_seed = 99;
+    Breaker b(settings_of(seeded), 0);
+    call(b, Outcome::Failure, 0);
+    const Nanos first = b.snapshot(0).open_duration;
+    b.reset(1);
+    b.reconfigure(settings_of(seeded), 1);  // the generator starts over
+    call(b, Outcome::Failure, 1);
+    CHECK(b.snapshot(1).open_duration == first);
   }
 }
 

@@ -55,7 +55,7 @@ Config time_window() {
 
 }  // namespace
 
-TEST_CASE("validate accepts the defaults (the seed's settings)", "[config]") {
+TEST_CASE("validate accepts the defaults (the R6 class's settings)", "[config]") {
   const Config c;
   CHECK_FALSE(cb::validate(c));
   CHECK(c.failure_threshold == 5);
@@ -325,7 +325,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     CHECK(s.max_recovery_timeout == 1000000000LL * cb::kNanosPerSecond);  // 1e9 s
     CHECK(s.jitter == 0);
     CHECK(s.ramp_up == 0);
-    CHECK(s.seed == Config{}.seed);
+    CHECK_FALSE(s.rng_seed.has_value());
   }
   SECTION("infinite or huge failure_threshold turns the consecutive rule off") {
     Config c;
@@ -396,7 +396,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     c.max_recovery_timeout = 300;
     c.jitter = 0.25;
     c.ramp_up = 10;
-    c.seed = 42;
+    c.rng_seed = 42;
     const cb::Settings s = cb::make_settings(c);
     CHECK(s.half_open_max_calls == 32);
     CHECK(s.half_open_max_wait == 2000000);
@@ -404,7 +404,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     CHECK(s.max_recovery_timeout == 300 * cb::kNanosPerSecond);
     CHECK(s.jitter == 0.25);
     CHECK(s.ramp_up == 10 * cb::kNanosPerSecond);
-    CHECK(s.seed == 42);
+    CHECK(s.rng_seed == std::optional<std::uint64_t>(42));
   }
 }
 

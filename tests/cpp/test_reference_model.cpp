@@ -191,12 +191,15 @@ class ConfigGen {
     c.jitter = r_.chance(0.8) ? r_.pick(j) : r_.unit();
   }
   void roll_ramp(Config& c) { c.ramp_up = r_.chance(0.5) ? 0.0 : duration(true); }
-  void roll_seed(Config& c) { c.seed = r_.bits(); }
+  void roll_seed(Config& c) { c.rng_seed = r_.bits(); }
 
   Config fresh() {
     if (r_.chance(0.3)) new_scale();
     Config c;
-    if (r_.chance(0.03)) return c;  // the seed's defaults
+    if (r_.chance(0.03)) {  // the defaults (of the article's R6 class), seeded
+      roll_seed(c);
+      return c;
+    }
     roll_failure_threshold(c);
     roll_recovery(c);
     roll_rate(c);
@@ -233,6 +236,7 @@ class ConfigGen {
  private:
   // Makes a drawn configuration valid (the draws above almost always are).
   Config fix(Config c) {
+    if (!c.rng_seed) roll_seed(c);  // the model needs a known seed
     if (c.max_recovery_timeout && *c.max_recovery_timeout < c.recovery_timeout) {
       c.max_recovery_timeout = c.recovery_timeout;
     }
@@ -265,7 +269,8 @@ struct Op {
   bool permitted = false;     // Acquire: the breaker's answer
   bool model_permitted = false;  // Acquire: the model's answer
   Outcome outcome = Outcome::Success;
-  Nanos value = 0;            // Advance: by how much; Record: open_for
+  Nanos value = 0;            // Advance: by how much; Record: open_for; Acquire: probe_lease
+  bool recorded = false;      // Record, Note: what the breaker returned
   std::size_t config = 0;     // Reconfigure: index into the scenario's configs
   std::uint64_t after = 0;    // the transitions_since query made after the op
   std::size_t max = 0;
@@ -284,6 +289,7 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
   switch (op.type) {
     case OpType::Acquire:
       o << "acquire";
+      if (op.value != cb::kNever) o << "(probe_lease=" << op.value << ")";
       if (op.permitted != op.model_permitted) {
         o << (op.permitted ? " -> permitted by the breaker, rejected by the model"
                            : " -> rejected by the breaker, permitted by the model");
@@ -300,10 +306,13 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
     case OpType::Record:
       o << "record(P" << op.permit << ", " << outcome_name(op.outcome);
       if (op.value != -1) o << ", open_for=" << op.value;
-      o << ")";
+      o << ") -> " << (op.recorded ? "recorded" : "not recorded");
       break;
     case OpType::Release: o << "release(P" << op.permit << ")"; break;
-    case OpType::Note: o << "note(" << outcome_name(op.outcome) << ")"; break;
+    case OpType::Note:
+      o << "note(" << outcome_name(op.outcome) << ") -> "
+        << (op.recorded ? "recorded" : "not recorded");
+      break;
     case OpType::Advance: o << "advance clock by " << op.value; break;
     case OpType::Reset: o << "reset()"; break;
     case OpType::ForceOpen: o << "force_open()"; break;
@@ -324,6 +333,11 @@ struct Stats {
   std::uint64_t rejections[5] = {};
   std::uint64_t expired = 0, late = 0, slow = 0, ramp_partial = 0;
   std::uint64_t boundary_not_yet = 0;  // acquire at exactly opened_at + open_duration
+  std::uint64_t leased_probes = 0;     // probes given a deadline by the probe_lease argument
+  std::uint64_t late_expiry = 0;       // an expiry noticed after its re-opening ended:
+                                       // the same acquire is admitted as a new probe
+  std::uint64_t unknown_wait = 0;      // HALF_OPEN_FULL rejections with kUnknownWait
+  std::uint64_t not_recorded = 0;      // record() / note() that returned false
 };
 
 class Scenario {
@@ -374,12 +388,25 @@ class Scenario {
     cb::Admission real_adm;
     cbmodel::Admission model_adm;
     bool admitted_op = false;
+    bool returned = false, model_recorded = false;  // Record / Note
 
     if (dice < 300 || (dice < 600 && outstanding_.empty())) {
       op.type = OpType::Acquire;
       const cb::Snapshot before = breaker_->snapshot(now_);
-      real_adm = breaker_->acquire(now_);
-      model_adm = model_->acquire(now_);
+      const Nanos expiry = model_->earliest_probe_deadline();
+      op.value = probe_lease();
+      real_adm = breaker_->acquire(now_, op.value);
+      model_adm = model_->acquire(now_, op.value);
+      if (before.state == State::HalfOpen && expiry != cb::kNever && now_ > expiry &&
+          model_adm.permitted) {
+        ++stats.late_expiry;
+      }
+      if (real_adm.retry_after == cb::kUnknownWait) ++stats.unknown_wait;
+      if (model_adm.permitted && model_adm.permit.kind == cbmodel::Kind::Probe &&
+          op.value != cb::kNever && op.value >= 0 &&
+          model_->settings().half_open_max_wait == cb::kNever) {
+        ++stats.leased_probes;
+      }
       admitted_op = true;
       op.permitted = real_adm.permitted;
       op.model_permitted = model_adm.permitted;
@@ -405,8 +432,9 @@ class Scenario {
       op.outcome = o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
       op.value = open_for();
       const Held& h = permits_[op.permit];
-      breaker_->record(h.real, op.outcome, now_, op.value);
-      model_->record(h.model, op.outcome, now_, op.value);
+      op.recorded = breaker_->record(h.real, op.outcome, now_, op.value);
+      model_recorded = model_->record(h.model, op.outcome, now_, op.value);
+      returned = true;
     } else if (dice < 650) {
       op.type = OpType::Release;
       op.permit = take_permit();
@@ -417,8 +445,9 @@ class Scenario {
       op.type = OpType::Note;
       const std::uint64_t o = rng_.below(100);
       op.outcome = o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
-      breaker_->note(op.outcome, now_);
-      model_->note(op.outcome, now_);
+      op.recorded = breaker_->note(op.outcome, now_);
+      model_recorded = model_->note(op.outcome, now_);
+      returned = true;
     } else if (dice < 955) {
       op.type = OpType::Advance;
       op.value = advance_by();
@@ -450,7 +479,30 @@ class Scenario {
     op.after = rng_.chance(0.1) ? rng_.below(last + 3) : (last > 5 ? last - rng_.below(6) : 0);
     op.max = static_cast<std::size_t>(rng_.chance(0.8) ? 40 : rng_.below(40));
     ops_.push_back(op);
-    return check(admitted_op ? &real_adm : nullptr, admitted_op ? &model_adm : nullptr);
+    if (returned && !op.recorded) ++stats.not_recorded;
+    std::string extra;
+    if (returned && op.recorded != model_recorded) {
+      extra = std::string("  recorded: breaker ") + show(op.recorded) + ", model " +
+              show(model_recorded) + "\n";
+    }
+    return check(admitted_op ? &real_adm : nullptr, admitted_op ? &model_adm : nullptr, extra);
+  }
+
+  // The probe_lease argument of an acquire: mostly none (kNever), else a
+  // lease around the scenario's timeouts, 0, or a negative value (none).
+  Nanos probe_lease() {
+    if (rng_.chance(0.5)) return cb::kNever;
+    const cb::Settings& s = model_->settings();
+    switch (rng_.below(8)) {
+      case 0: return 0;
+      case 1: return 1;
+      case 2: return -1;
+      case 3: return s.recovery_timeout;
+      case 4: return s.recovery_timeout / 2 + 1;
+      case 5: return rng_.range(0, 2 * (s.recovery_timeout > 0 ? s.recovery_timeout : 10));
+      case 6: return kClockLimit;  // saturates far beyond any clock reading
+      default: return rng_.range(0, 1000000);
+    }
   }
 
   void tally_transitions(Stats& stats) {
@@ -514,12 +566,20 @@ class Scenario {
       exact.push_back(s.half_open_max_wait);
       exact.push_back(s.half_open_max_wait + 1);
       scales.push_back(s.half_open_max_wait);
-      if (st == State::HalfOpen && model_->oldest_probe_start() != cb::kNever) {
-        const Nanos left = model_->oldest_probe_start() + s.half_open_max_wait - now_;
-        if (left >= 0) {
-          for (int k = 0; k < 3; ++k) exact.push_back(left);
-          for (int k = 0; k < 3; ++k) exact.push_back(left + 1);
-        }
+    }
+    const Nanos expiry = model_->earliest_probe_deadline();
+    if (st == State::HalfOpen && expiry != cb::kNever && expiry >= now_) {
+      const Nanos left = expiry - now_;
+      for (int k = 0; k < 3; ++k) exact.push_back(left);  // exactly at the deadline
+      for (int k = 0; k < 3; ++k) exact.push_back(left + 1);
+      // Noticed late: around the end of the re-opening the expiry causes
+      // (as of the deadline), and well past it.
+      const Nanos reopen = model_->duration(model_->snapshot(now_).consecutive_opens + 1, 1, -1);
+      if (reopen < kClockLimit / 4) {
+        exact.push_back(left + reopen);
+        exact.push_back(left + reopen + 1);
+        exact.push_back(left + reopen + 2);
+        exact.push_back(left + 3 * reopen + 1);
       }
     }
     if (s.slow_tracking) {
@@ -563,12 +623,13 @@ class Scenario {
     return dt;
   }
 
-  bool check(const cb::Admission* real_adm, const cbmodel::Admission* model_adm) {
+  bool check(const cb::Admission* real_adm, const cbmodel::Admission* model_adm,
+             const std::string& extra = std::string()) {
     const Op* op = ops_.empty() ? nullptr : &ops_.back();
     const std::uint64_t after = op ? op->after : 0;
     const std::size_t max = op ? op->max : 40;
     const std::string diff =
-        compare_all(*breaker_, *model_, now_, real_adm, model_adm, after, max);
+        extra + compare_all(*breaker_, *model_, now_, real_adm, model_adm, after, max);
     if (diff.empty()) return true;
     report(diff);
     return false;
@@ -647,9 +708,12 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
                 "; acquires while ramping %" PRIu64 "\n",
                 stats.rejections[1], stats.boundary_not_yet, stats.rejections[2],
                 stats.rejections[3], stats.rejections[4], stats.ramp_partial);
-    std::printf("  expired probes %" PRIu64 ", late results %" PRIu64 ", slow calls %" PRIu64
+    std::printf("  expired probes %" PRIu64 " (noticed after their re-opening ended %" PRIu64
+                "), probes leased by the caller %" PRIu64 ", unknown waits %" PRIu64
+                ", late results %" PRIu64 ", slow calls %" PRIu64 ", not recorded %" PRIu64
                 "\n  transitions:",
-                stats.expired, stats.late, stats.slow);
+                stats.expired, stats.late_expiry, stats.leased_probes, stats.unknown_wait,
+                stats.late, stats.slow, stats.not_recorded);
     for (int from = 0; from < cb::kStateCount; ++from) {
       for (int to = 0; to < cb::kStateCount; ++to) {
         if (stats.transitions[from][to] != 0) {
@@ -667,4 +731,11 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
   REQUIRE(ok);
   CHECK(stats.divergences == 0);
   if (!scenario_set) CHECK(stats.ops == total);
+  if (!scenario_set && total >= kDefaultOps) {
+    // The run reached the new lease semantics.
+    CHECK(stats.leased_probes > 0);
+    CHECK(stats.late_expiry > 0);
+    CHECK(stats.unknown_wait > 0);
+    CHECK(stats.not_recorded > 0);
+  }
 }
