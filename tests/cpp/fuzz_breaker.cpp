@@ -112,7 +112,8 @@ class Run {
     switch (s % 4) {
       case 0: return 0;
       case 1: return static_cast<Nanos>(r_.u16()) * 1000;
-      case 2: return static_cast<Nanos>(r_.u64() % static_cast<std::uint64_t>(kClockLimit));
+      case 2:
+        return static_cast<Nanos>(r_.u64() % static_cast<std::uint64_t>(kClockLimit));
       default: return 1000000000000;  // 1000 s
     }
   }
@@ -213,8 +214,7 @@ class Run {
         max = r_.u8() % 70u;
         break;
       }
-      default:
-        break;
+      default: break;
     }
     op.now = now_;
     op.after = after;
@@ -222,8 +222,8 @@ class Run {
     ops_.push_back(op);
     std::string extra;
     if (returned && op.recorded != model_recorded) {
-      extra = std::string("  recorded: breaker ") + cbcompare::show(op.recorded) + ", model " +
-              cbcompare::show(model_recorded) + "\n";
+      extra = std::string("  recorded: breaker ") + cbcompare::show(op.recorded) +
+              ", model " + cbcompare::show(model_recorded) + "\n";
     }
     check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max,
           extra);
@@ -288,14 +288,16 @@ class Run {
       case 1: dt = 1; break;
       case 2: dt = 2; break;
       case 3: dt = st.recovery_timeout + plus_one; break;
-      case 4: case 5:  // exactly at / just past the open deadline
+      case 4:
+      case 5:  // exactly at / just past the open deadline
         if (state == State::Open) {
           dt = m_->open_deadline() - now_ + plus_one;
         } else {
           dt = m_->snapshot(now_).open_duration + plus_one;
         }
         break;
-      case 6: case 7: {  // exactly at / just past a probe's expiry, or long after
+      case 6:
+      case 7: {  // exactly at / just past a probe's expiry, or long after
         const Nanos expiry = m_->earliest_probe_deadline();
         if (state == State::HalfOpen && expiry != cb::kNever && expiry >= now_) {
           dt = expiry - now_ + plus_one;
@@ -333,7 +335,7 @@ class Run {
       case 12: dt = static_cast<Nanos>(r_.u64() >> 2); break;
       case 13: dt = static_cast<Nanos>(r_.u16()) * (plus_one ? 1000000 : 1); break;
       default: {
-        const Nanos scales[] = {st.recovery_timeout, m_->snapshot(now_).open_duration,
+        const Nanos scales[] = {st.recovery_timeout,   m_->snapshot(now_).open_duration,
                                 st.half_open_max_wait, st.slow_call_duration,
                                 st.window_bucket * 10, st.ramp_up};
         const Nanos scale = scales[r_.u8() % 6];
@@ -347,7 +349,8 @@ class Run {
   }
 
   void check(Nanos at, const cb::Admission* real_adm, const cbmodel::Admission* model_adm,
-             std::uint64_t after, std::size_t max, const std::string& extra = std::string()) {
+             std::uint64_t after, std::size_t max,
+             const std::string& extra = std::string()) {
     const std::string diff =
         extra + cbcompare::compare_all(*b_, *m_, at, real_adm, model_adm, after, max);
     if (diff.empty()) return;
@@ -357,8 +360,8 @@ class Run {
 
   void report(const std::string& diff) const {
     std::ostringstream o;
-    o << "\n===== fuzz_breaker: " << (diff.empty() ? "replay" : "reference model divergence")
-      << " =====\n";
+    o << "\n===== fuzz_breaker: "
+      << (diff.empty() ? "replay" : "reference model divergence") << " =====\n";
     for (std::size_t i = 0; i < configs_.size(); ++i) {
       o << "configuration #" << i << ": " << cbcompare::describe(configs_[i]) << "\n";
     }
@@ -378,9 +381,10 @@ class Run {
             o << " -> permitted";
             if (op.kept) {
               const cbmodel::Permit& p = permits_[op.permit].model;
-              o << " P" << op.permit << " (" << cbcompare::kind_name(p.kind) << ", generation "
-                << p.generation;
-              if (p.kind == cbmodel::Kind::Probe) o << ", lease " << p.lease << ", slot " << p.slot;
+              o << " P" << op.permit << " (" << cbcompare::kind_name(p.kind)
+                << ", generation " << p.generation;
+              if (p.kind == cbmodel::Kind::Probe)
+                o << ", lease " << p.lease << ", slot " << p.slot;
               o << ")";
             }
           } else {
@@ -399,8 +403,10 @@ class Run {
           break;
         case Op::Advance: o << " clock by " << op.value; break;
         case Op::Reconfigure:
-          if (op.skipped) o << "(invalid configuration: skipped)";
-          else o << "(configuration #" << op.config << ")";
+          if (op.skipped)
+            o << "(invalid configuration: skipped)";
+          else
+            o << "(configuration #" << op.config << ")";
           break;
         case Op::Snapshot: o << " at t+" << op.value; break;
         case Op::Transitions: o << "(" << op.after << ", " << op.max << ")"; break;

@@ -64,30 +64,30 @@ class Reader {
 // Operations.
 
 enum class Op : std::uint8_t {
-  Acquire,      // -
-  AcquireLease, // lease-byte [u64]: acquire(now, probe_lease)
-  Record,       // permit-byte outcome-byte open_for-byte [u64]
-  Release,      // permit-byte
-  Note,         // outcome-byte
-  Advance,      // advance-byte [args]
-  Reset,        // -
-  ForceOpen,    // -
-  Disable,      // -
-  Reconfigure,  // mode-byte (config | field-byte field-bytes [field-byte field-bytes])
-  Snapshot,     // advance-byte [args]: compare at a later time without moving the clock
-  Transitions,  // after-byte max-byte
+  Acquire,       // -
+  AcquireLease,  // lease-byte [u64]: acquire(now, probe_lease)
+  Record,        // permit-byte outcome-byte open_for-byte [u64]
+  Release,       // permit-byte
+  Note,          // outcome-byte
+  Advance,       // advance-byte [args]
+  Reset,         // -
+  ForceOpen,     // -
+  Disable,       // -
+  Reconfigure,   // mode-byte (config | field-byte field-bytes [field-byte field-bytes])
+  Snapshot,      // advance-byte [args]: compare at a later time without moving the clock
+  Transitions,   // after-byte max-byte
   kCount
 };
 
 inline constexpr int kOpCodes = 32;
 inline constexpr Op kOpTable[kOpCodes] = {
-    Op::Acquire,   Op::Acquire,   Op::Acquire,     Op::Acquire,     Op::Acquire,
-    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,      Op::Record,
-    Op::Record,    Op::Record,    Op::Record,      Op::Record,      Op::Release,
-    Op::Release,   Op::Note,      Op::Note,        Op::Advance,     Op::Advance,
-    Op::Advance,   Op::Advance,   Op::Advance,     Op::Advance,     Op::Reset,
-    Op::ForceOpen, Op::Disable,   Op::Reconfigure, Op::Snapshot,    Op::Snapshot,
-    Op::Transitions, Op::Transitions};
+    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,  Op::Acquire,
+    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,   Op::Record,
+    Op::Record,       Op::Record,       Op::Record,      Op::Record,   Op::Release,
+    Op::Release,      Op::Note,         Op::Note,        Op::Advance,  Op::Advance,
+    Op::Advance,      Op::Advance,      Op::Advance,     Op::Advance,  Op::Reset,
+    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot, Op::Snapshot,
+    Op::Transitions,  Op::Transitions};
 
 // The first byte of each operation in kOpTable (for writing seeds).
 inline std::uint8_t op_byte(Op op) {
@@ -99,13 +99,15 @@ inline std::uint8_t op_byte(Op op) {
 
 inline cb::Outcome decode_outcome(std::uint8_t b) {
   const unsigned v = b % 20u;
-  return v < 9 ? cb::Outcome::Success : (v < 18 ? cb::Outcome::Failure : cb::Outcome::Ignored);
+  return v < 9 ? cb::Outcome::Success
+               : (v < 18 ? cb::Outcome::Failure : cb::Outcome::Ignored);
 }
 
 // ---------------------------------------------------------------------------
 // Configurations.
 
-inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1, 1, 30, 3600, 1e6, 1e9};
+inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1,
+                                       1,    30,   3600, 1e6,  1e9};
 inline constexpr int kConfigFields = 15;  // the 14 of the argument table, then rng_seed
 inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
@@ -203,7 +205,10 @@ class ConfigDecoder {
       }
       case 1: c.recovery_timeout = duration(true); break;
       case 2:
-        if (present(140)) c.failure_rate_threshold = rate(); else c.failure_rate_threshold.reset();
+        if (present(140))
+          c.failure_rate_threshold = rate();
+        else
+          c.failure_rate_threshold.reset();
         break;
       case 3:
         c.window_type = (r_.u8() & 1) ? cb::WindowType::Time : cb::WindowType::Count;
@@ -229,25 +234,35 @@ class ConfigDecoder {
         }
         break;
       case 6:
-        if (present(150)) c.slow_call_duration = duration(false); else c.slow_call_duration.reset();
+        if (present(150))
+          c.slow_call_duration = duration(false);
+        else
+          c.slow_call_duration.reset();
         break;
       case 7:
-        if (present(130)) c.slow_call_rate_threshold = rate();
-        else c.slow_call_rate_threshold.reset();
+        if (present(130))
+          c.slow_call_rate_threshold = rate();
+        else
+          c.slow_call_rate_threshold.reset();
         break;
       case 8: {
         const std::uint8_t s = r_.u8();
         static constexpr double v[] = {1, 1, 2, 3, 5, 32};
-        c.half_open_max_calls = s < 160 ? v[s % 6] : static_cast<double>(s % 34);  // 0, 33: invalid
+        c.half_open_max_calls =
+            s < 160 ? v[s % 6] : static_cast<double>(s % 34);  // 0, 33: invalid
         break;
       }
       case 9:
-        if (present(150)) c.half_open_max_wait = duration(false); else c.half_open_max_wait.reset();
+        if (present(150))
+          c.half_open_max_wait = duration(false);
+        else
+          c.half_open_max_wait.reset();
         break;
       case 10: {
         const std::uint8_t s = r_.u8();
         static constexpr double v[] = {1, 1, 1, 1.5, 2, 3, 10, 1e6};
-        c.backoff_multiplier = s < 200 ? v[s % 8] : 1 + 3 * static_cast<double>(r_.u8()) / 255;
+        c.backoff_multiplier =
+            s < 200 ? v[s % 8] : 1 + 3 * static_cast<double>(r_.u8()) / 255;
         break;
       }
       case 11: {
@@ -255,7 +270,9 @@ class ConfigDecoder {
         const std::uint8_t s = r_.u8();
         const double rt = c.recovery_timeout;
         switch (s % 8) {
-          case 0: case 1: case 2: break;  // no cap
+          case 0:
+          case 1:
+          case 2: break;  // no cap
           case 3: c.max_recovery_timeout = rt; break;
           case 4: c.max_recovery_timeout = rt * 2; break;
           case 5: c.max_recovery_timeout = rt * 10; break;

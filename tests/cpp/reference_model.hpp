@@ -58,8 +58,7 @@ struct Admission {
 
 struct Counters {
   std::uint64_t calls = 0, successes = 0, failures = 0, slow = 0, ignored = 0,
-                rejected = 0, released = 0, late = 0, expired = 0,
-                times_opened = 0;
+                rejected = 0, released = 0, late = 0, expired = 0, times_opened = 0;
 };
 
 struct WindowCounts {
@@ -203,9 +202,7 @@ class Model {
     const bool failed = outcome == Outcome::Failure;
     count(failed, false, now);
     switch (state_) {
-      case State::Closed:
-        closed_result(failed, false, now, -1);
-        break;
+      case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
         if (failed) {
           failure_seen(now);
@@ -229,8 +226,7 @@ class Model {
           consecutive_failures_ = 0;
         }
         break;
-      case State::Disabled:
-        break;
+      case State::Disabled: break;
     }
     return true;
   }
@@ -272,7 +268,8 @@ class Model {
                                 jitter_factor_, open_hint_);
     }
     if (s_.ramp_up == 0) ramping_ = false;
-    if (state_ == State::HalfOpen && probe_successes_ >= s_.half_open_max_calls) close(now);
+    if (state_ == State::HalfOpen && probe_successes_ >= s_.half_open_max_calls)
+      close(now);
   }
 
   // ---- observation --------------------------------------------------------
@@ -321,11 +318,13 @@ class Model {
   // are kept, and only the newest `max` of those are returned.
   std::vector<Transition> transitions_since(std::uint64_t after, std::size_t max) const {
     std::vector<Transition> kept;
-    const std::size_t first_kept = log_.size() > kLogCapacity ? log_.size() - kLogCapacity : 0;
+    const std::size_t first_kept =
+        log_.size() > kLogCapacity ? log_.size() - kLogCapacity : 0;
     for (std::size_t i = first_kept; i < log_.size(); ++i) {
       if (log_[i].seq > after) kept.push_back(log_[i]);
     }
-    if (kept.size() > max) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max));
+    if (kept.size() > max)
+      kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max));
     return kept;
   }
 
@@ -336,7 +335,8 @@ class Model {
     std::vector<ActivityBucket> out;
     const std::int64_t k = now / kHistoryWidth;
     const std::int64_t first = std::max<std::int64_t>(0, k - kHistoryBuckets + 1);
-    for (auto it = activity_.lower_bound(first); it != activity_.end() && it->first <= k; ++it) {
+    for (auto it = activity_.lower_bound(first); it != activity_.end() && it->first <= k;
+         ++it) {
       out.push_back(it->second);
     }
     return out;
@@ -425,7 +425,8 @@ class Model {
   }
 
   Admission take_probe(Nanos now, Nanos probe_lease) {
-    if (probes_full()) return reject(Rejection::HalfOpenFull, half_open_retry_after(now), now);
+    if (probes_full())
+      return reject(Rejection::HalfOpenFull, half_open_retry_after(now), now);
     std::uint32_t slot = 0;
     while (slot_taken(slot)) ++slot;
     Nanos lease = s_.half_open_max_wait != kNever ? s_.half_open_max_wait : probe_lease;
@@ -620,8 +621,8 @@ class Model {
 
   std::uint64_t rng_ = 0;
   Counters totals_;
-  std::vector<Event> window_;     // every call since the window was emptied
-  std::vector<Transition> log_;   // every transition ever made
+  std::vector<Event> window_;    // every call since the window was emptied
+  std::vector<Transition> log_;  // every transition ever made
   std::map<std::int64_t, ActivityBucket> activity_;  // bucket index -> counts
 };
 

@@ -52,7 +52,9 @@ struct StringMaker<Rejection> {
 template <>
 struct StringMaker<PermitKind> {
   static std::string convert(PermitKind k) {
-    return k == PermitKind::Counted ? "counted" : k == PermitKind::Probe ? "probe" : "pass-through";
+    return k == PermitKind::Counted ? "counted"
+           : k == PermitKind::Probe ? "probe"
+                                    : "pass-through";
   }
 };
 }  // namespace Catch
@@ -99,8 +101,10 @@ Nanos probe(Breaker& b, Nanos now, Outcome o, Nanos open_for = -1) {
 
 // ===========================================================================
 
-TEST_CASE("seed defaults: 5 consecutive failures open, probe after more than 30 s",
-          "[breaker][defaults]") {
+TEST_CASE(
+    "defaults (the article's R6 class): 5 consecutive failures open, probe after more "
+    "than 30 s",
+    "[breaker][defaults]") {
   Breaker b(settings_of(Config{}), 0);
   Snapshot s = b.snapshot(0);
   CHECK(s.state == State::Closed);
@@ -495,7 +499,7 @@ TEST_CASE("probe lease expiry after half_open_max_wait", "[breaker][expiry]") {
     a = b.acquire(late);  // p1 has now waited more than 5 s
     CHECK_FALSE(a.permitted);
     CHECK(a.rejection == Rejection::Open);  // it expired, re-opened, then refused
-    CHECK(a.retry_after == kS - 1);  // re-opened as of the deadline, t + 5 s
+    CHECK(a.retry_after == kS - 1);         // re-opened as of the deadline, t + 5 s
     Snapshot s = b.snapshot(late);
     CHECK(s.state == State::Open);
     CHECK(s.totals.expired == 1);
@@ -583,9 +587,9 @@ TEST_CASE("stale generations update counters only", "[breaker][generation]") {
     CHECK(s.totals.late == 1);
     CHECK(s.totals.calls == 3);
     CHECK(s.totals.failures == 3);
-    CHECK(s.consecutive_failures == 2);   // unchanged
-    CHECK(s.last_failure_at == kS);       // unchanged
-    CHECK(s.retry_after == 29 * kS);      // the timer did not restart
+    CHECK(s.consecutive_failures == 2);  // unchanged
+    CHECK(s.last_failure_at == kS);      // unchanged
+    CHECK(s.retry_after == 29 * kS);     // the timer did not restart
     b.record(p3, Outcome::Success, 2 * kS);
     s = b.snapshot(2 * kS);
     CHECK(s.totals.late == 2);
@@ -746,7 +750,8 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
     jittery.jitter = 0.5;
     b.reconfigure(settings_of(jittery), t);
     t = probe(b, t, Outcome::Failure);
-    CHECK(b.snapshot(t).open_duration == d[0]);  // the first draw of the rng_seed: reseeded
+    CHECK(b.snapshot(t).open_duration ==
+          d[0]);  // the first draw of the rng_seed: reseeded
   }
 }
 
@@ -852,7 +857,7 @@ TEST_CASE("ramp-up after closing admits a growing share of calls", "[breaker][ra
   SECTION("a trip ends the ramp; the next close starts a new one") {
     b.note(Outcome::Failure, t + kS);
     CHECK(state_at(b, t + kS) == State::Open);
-    b.note(Outcome::Success, t + kS);  // the seed's on_success() closes
+    b.note(Outcome::Success, t + kS);  // the R6 class's on_success() closes
     CHECK(state_at(b, t + kS) == State::Closed);
     CHECK(b.snapshot(t + 2 * kS).ramp_share == 0.1);
     CHECK(b.acquire(t + kS).rejection == Rejection::RampUp);
@@ -927,9 +932,9 @@ TEST_CASE("force_open, disable and reset", "[breaker][manual]") {
     CHECK(s.consecutive_failures == 0);
     CHECK(s.consecutive_opens == 0);
     CHECK(s.window.calls == 0);
-    CHECK(s.has_failure);            // history
-    CHECK(s.last_failure_at == 1);   // history
-    CHECK(s.totals.failures == 5);   // history
+    CHECK(s.has_failure);           // history
+    CHECK(s.last_failure_at == 1);  // history
+    CHECK(s.totals.failures == 5);  // history
   }
   SECTION("reset while CLOSED empties the window and bumps the generation") {
     call(b, Outcome::Failure, 1);
@@ -943,7 +948,7 @@ TEST_CASE("force_open, disable and reset", "[breaker][manual]") {
   }
 }
 
-TEST_CASE("note(): the seed's on_success / on_failure", "[breaker][note]") {
+TEST_CASE("note(): the R6 class's on_success / on_failure", "[breaker][note]") {
   Config c;
   c.failure_threshold = 2;
   c.recovery_timeout = 10;
@@ -1021,7 +1026,8 @@ TEST_CASE("note(): the seed's on_success / on_failure", "[breaker][note]") {
   }
 }
 
-TEST_CASE("reconfigure keeps the state and applies the new rules", "[breaker][reconfigure]") {
+TEST_CASE("reconfigure keeps the state and applies the new rules",
+          "[breaker][reconfigure]") {
   Config c;
   c.failure_threshold = std::numeric_limits<double>::infinity();
   c.failure_rate_threshold = 0.9;
@@ -1377,8 +1383,10 @@ TEST_CASE("backoff of a zero recovery_timeout stays zero (no 0 * Inf = NaN)",
   CHECK(s.retry_after == 0);
 }
 
-TEST_CASE("lowering half_open_max_calls to the probe successes so far closes "
-          "the breaker", "[breaker][reconfigure]") {
+TEST_CASE(
+    "lowering half_open_max_calls to the probe successes so far closes "
+    "the breaker",
+    "[breaker][reconfigure]") {
   // With no probe in flight and probe_successes >= the new limit, every
   // acquire is HalfOpenFull (retry_after 0) and nothing can close or re-open
   // the breaker: probes neither succeed nor expire.

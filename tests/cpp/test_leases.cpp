@@ -163,9 +163,9 @@ TEST_CASE("mixed deadlines: the earliest one counts", "[breaker][lease]") {
   Breaker b(settings_of(c), 0);
   trip(b, 0);
   const Nanos t = kS + 1;
-  admit(b, t);              // no deadline
-  admit(b, t, 20 * kS);     // t + 20 s
-  admit(b, t + kS, 8 * kS); // t + 9 s
+  admit(b, t);               // no deadline
+  admit(b, t, 20 * kS);      // t + 20 s
+  admit(b, t + kS, 8 * kS);  // t + 9 s
   CHECK(b.acquire(t + 2 * kS).retry_after == 7 * kS);
   const Admission a = b.acquire(t + 9 * kS + 1);
   CHECK(a.rejection == Rejection::Open);
@@ -202,7 +202,8 @@ TEST_CASE("record() and note() say whether they recorded", "[breaker][record]") 
   CHECK(b.snapshot(3).state == State::Closed);
 }
 
-TEST_CASE("ramp-up rejections say RampUp and that the next call may pass", "[breaker][ramp]") {
+TEST_CASE("ramp-up rejections say RampUp and that the next call may pass",
+          "[breaker][ramp]") {
   Config c = one_failure_opens(1);
   c.ramp_up = 10;
   Breaker b(settings_of(c), 0);
@@ -228,15 +229,16 @@ TEST_CASE("lease serials restart in every half-open period", "[breaker][lease]")
   b.record(p1, Outcome::Failure, kS + 2);  // re-opens
   const Nanos t = b.snapshot(kS + 2).retry_after + kS + 3;
   const Permit q1 = admit(b, t);
-  CHECK(q1.lease == 1);        // the same serial as p1 ...
-  CHECK(q1.slot == p1.slot);   // ... in the same slot ...
+  CHECK(q1.lease == 1);                   // the same serial as p1 ...
+  CHECK(q1.slot == p1.slot);              // ... in the same slot ...
   CHECK(q1.generation != p1.generation);  // ... but never the same lease
-  b.release(p1, t);            // stale: frees nothing
-  CHECK(b.acquire(t).permitted);  // the second slot
+  b.release(p1, t);                       // stale: frees nothing
+  CHECK(b.acquire(t).permitted);          // the second slot
   CHECK(b.acquire(t).rejection == Rejection::HalfOpenFull);
 }
 
-TEST_CASE("a breaker on a state block and a lock that live elsewhere", "[breaker][store]") {
+TEST_CASE("a breaker on a state block and a lock that live elsewhere",
+          "[breaker][store]") {
   using Store = cb::ExternalStore<cb::SpinLock>;
   using Shared = cb::BasicBreaker<Store>;
   cb::BreakerState block;  // think: a shared-memory mapping

@@ -73,7 +73,8 @@ template <typename LockT>
 class ExternalStore {
  public:
   using Lock = LockT;
-  ExternalStore(BreakerState& state, LockT& lock) noexcept : state_(&state), lock_(&lock) {}
+  ExternalStore(BreakerState& state, LockT& lock) noexcept
+      : state_(&state), lock_(&lock) {}
   BreakerState& state() noexcept { return *state_; }
   const BreakerState& state() const noexcept { return *state_; }
   LockT& lock() const noexcept { return *lock_; }
@@ -129,12 +130,9 @@ class BasicBreaker {
           return take_probe(now, probe_lease);
         }
         return reject(Rejection::Open, st.opened_at + st.open_duration - now, now);
-      case State::HalfOpen:
-        return take_probe(now, probe_lease);
-      case State::ForcedOpen:
-        return reject(Rejection::ForcedOpen, kNever, now);
-      case State::Disabled:
-        return grant(PermitKind::PassThrough, now);
+      case State::HalfOpen: return take_probe(now, probe_lease);
+      case State::ForcedOpen: return reject(Rejection::ForcedOpen, kNever, now);
+      case State::Disabled: return grant(PermitKind::PassThrough, now);
     }
     return reject(Rejection::Open, 0, now);  // unreachable
   }
@@ -205,9 +203,7 @@ class BasicBreaker {
     const bool failed = outcome == Outcome::Failure;
     count_result(failed, false, now);
     switch (st.state) {
-      case State::Closed:
-        closed_result(failed, false, now, -1);
-        break;
+      case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
       case State::HalfOpen:
         if (!failed) {
@@ -227,8 +223,7 @@ class BasicBreaker {
           st.consecutive_failures = 0;
         }
         break;
-      case State::Disabled:
-        break;
+      case State::Disabled: break;
     }
     return true;
   }
@@ -273,19 +268,22 @@ class BasicBreaker {
     const bool window_changed = s.window_type != settings_.window_type ||
                                 s.window_calls != settings_.window_calls ||
                                 s.window_bucket != settings_.window_bucket;
-    const bool timing_changed = s.recovery_timeout != settings_.recovery_timeout ||
-                                s.backoff_multiplier != settings_.backoff_multiplier ||
-                                s.max_recovery_timeout != settings_.max_recovery_timeout ||
-                                s.max_open_hint != settings_.max_open_hint;
+    const bool timing_changed =
+        s.recovery_timeout != settings_.recovery_timeout ||
+        s.backoff_multiplier != settings_.backoff_multiplier ||
+        s.max_recovery_timeout != settings_.max_recovery_timeout ||
+        s.max_open_hint != settings_.max_open_hint;
     settings_ = s;
     reseed();
     if (window_changed) clear_window();
     if (timing_changed) {
-      st.open_duration = open_duration_for(st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
-                                           st.jitter_factor, st.open_hint);
+      st.open_duration =
+          open_duration_for(st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
+                            st.jitter_factor, st.open_hint);
     }
     if (settings_.ramp_up == 0) st.ramping = false;
-    if (st.state == State::HalfOpen && st.probe_successes >= settings_.half_open_max_calls) {
+    if (st.state == State::HalfOpen &&
+        st.probe_successes >= settings_.half_open_max_calls) {
       close(now);
     }
   }
@@ -317,11 +315,8 @@ class BasicBreaker {
       case State::HalfOpen:
         s.retry_after = probes_full() ? probe_retry_after(now) : 0;
         break;
-      case State::ForcedOpen:
-        s.retry_after = kNever;
-        break;
-      default:
-        s.retry_after = 0;
+      case State::ForcedOpen: s.retry_after = kNever; break;
+      default: s.retry_after = 0;
     }
     s.probes_in_flight = st.probes.count();
     s.probe_successes = st.probe_successes;
@@ -330,7 +325,8 @@ class BasicBreaker {
     if (st.ramping && settings_.ramp_up > 0) {
       const Nanos elapsed = now - st.ramp_started;
       if (elapsed < settings_.ramp_up) {
-        s.ramp_share = static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
+        s.ramp_share =
+            static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
       }
     }
     s.last_transition = st.log.last_seq();
@@ -351,7 +347,8 @@ class BasicBreaker {
 
   // The failure rate (or slow rate) test shared by the state machine and its
   // tests: division keeps 3 failures in 10 calls >= 0.3 true.
-  static bool rate_reached(std::uint64_t count, std::uint64_t calls, double threshold) noexcept {
+  static bool rate_reached(std::uint64_t count, std::uint64_t calls,
+                           double threshold) noexcept {
     return ratio(count, calls) >= threshold;
   }
 
@@ -372,7 +369,9 @@ class BasicBreaker {
   BreakerState& st() noexcept { return store_.state(); }
   const BreakerState& st() const noexcept { return store_.state(); }
 
-  void reseed() noexcept { st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed(); }
+  void reseed() noexcept {
+    st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed();
+  }
 
   Admission grant(PermitKind kind, Nanos now) noexcept {
     Admission a;
@@ -389,7 +388,8 @@ class BasicBreaker {
     st().history.add_rejection(now);
     Admission a;
     a.rejection = why;
-    a.retry_after = retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
+    a.retry_after =
+        retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
     return a;
   }
 
@@ -407,7 +407,8 @@ class BasicBreaker {
 
   Admission take_probe(Nanos now, Nanos probe_lease) noexcept {
     BreakerState& s = st();
-    if (probes_full()) return reject(Rejection::HalfOpenFull, probe_retry_after(now), now);
+    if (probes_full())
+      return reject(Rejection::HalfOpenFull, probe_retry_after(now), now);
     if (s.probes.leases_exhausted()) {
       // 2^32 - 1 probes in one half-open period: start the serials over
       // under a new generation, so that no outstanding lease can match again
@@ -415,9 +416,11 @@ class BasicBreaker {
       ++s.generation;
       s.probes.clear();
     }
-    const Nanos lease = settings_.half_open_max_wait != kNever ? settings_.half_open_max_wait
-                                                               : probe_lease;
-    const Nanos deadline = (lease < 0 || lease == kNever) ? kNever : saturating_add(now, lease);
+    const Nanos lease = settings_.half_open_max_wait != kNever
+                            ? settings_.half_open_max_wait
+                            : probe_lease;
+    const Nanos deadline =
+        (lease < 0 || lease == kNever) ? kNever : saturating_add(now, lease);
     const std::uint32_t slot = s.probes.take(deadline);
     Admission a = grant(PermitKind::Probe, now);
     a.permit.lease = s.probes.last_lease();
@@ -453,7 +456,8 @@ class BasicBreaker {
     }
     // Error diffusion: over any run of calls, the admitted share follows the
     // ramp, deterministically.
-    s.ramp_credit += static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
+    s.ramp_credit +=
+        static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
     if (s.ramp_credit >= 1) {
       s.ramp_credit -= 1;
       return true;
@@ -531,7 +535,8 @@ class BasicBreaker {
 
   // recovery_timeout * backoff_multiplier^(opens - 1), capped, times the
   // jitter factor; at least `hint` (within the cap) when one was given.
-  Nanos open_duration_for(std::uint64_t opens, double jitter_factor, Nanos hint) const noexcept {
+  Nanos open_duration_for(std::uint64_t opens, double jitter_factor,
+                          Nanos hint) const noexcept {
     const double cap = static_cast<double>(settings_.max_recovery_timeout);
     double d = static_cast<double>(settings_.recovery_timeout);
     // d > 0: backoff of a zero timeout stays zero (pow() may overflow to Inf,
@@ -543,7 +548,8 @@ class BasicBreaker {
     d *= jitter_factor;
     if (hint >= 0) {
       const double hint_cap = static_cast<double>(settings_.max_open_hint);
-      const double h = static_cast<double>(hint) < hint_cap ? static_cast<double>(hint) : hint_cap;
+      const double h =
+          static_cast<double>(hint) < hint_cap ? static_cast<double>(hint) : hint_cap;
       if (h > d) d = h;
     }
     return static_cast<Nanos>(d + 0.5);

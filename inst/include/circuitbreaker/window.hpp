@@ -105,7 +105,9 @@ class TimeWindow {
   static std::int64_t bucket_of(Nanos width, Nanos now) noexcept {
     return now / width;  // clock readings are never negative
   }
-  static std::size_t slot(std::int64_t k) noexcept { return static_cast<std::size_t>(k % kB); }
+  static std::size_t slot(std::int64_t k) noexcept {
+    return static_cast<std::size_t>(k % kB);
+  }
 
   // Moves the head to the bucket of `now`, emptying the buckets that fall out.
   void advance(Nanos width, Nanos now) noexcept {
