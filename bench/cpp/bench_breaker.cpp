@@ -1,4 +1,4 @@
-// Micro-benchmarks of the header-only C++ core (issue 6), with the baselines
+// Micro-benchmarks of the header-only C++ core, with the baselines
 // measured in the same run so that the figures read as ratios as well as ns.
 //
 //   make -C tests/cpp bench                      (-O2 -DNDEBUG, g++ by default)
@@ -118,7 +118,8 @@ struct Summary : Catch::TestEventListenerBase {
 
   void testRunEnded(Catch::TestRunStats const& stats) override {
     const Results& r = results();
-    std::printf("\n==================== circuitbreaker C++ core: summary ====================\n");
+    std::printf(
+        "\n==================== circuitbreaker C++ core: summary ====================\n");
     print_table("single thread (Catch2 BENCHMARK, median of the samples):", r.single,
                 find(r.single, "baseline: empty loop"),
                 find(r.single, "baseline: std::atomic fetch_add"),
@@ -129,15 +130,19 @@ struct Summary : Catch::TestEventListenerBase {
       for (const char* p : {"(a)", "(b)", "(c)"}) {
         if (const Row* x = find(r.single, p)) worst = std::max(worst, x->ns);
       }
-      std::printf("  target: acquire+record <= 50 ns single-threaded: %s (slowest of a-c: %.2f ns)\n",
-                  worst <= 50 ? "met" : "NOT met", worst);
+      std::printf(
+          "  target: acquire+record <= 50 ns single-threaded: %s (slowest of a-c: %.2f "
+          "ns)\n",
+          worst <= 50 ? "met" : "NOT met", worst);
     }
-    print_table("two threads on one object (timed loop, median over rounds and threads "
-                "of ns per call per thread):",
-                r.threads, nullptr, find(r.threads, "2 threads: std::atomic fetch_add"),
-                find(r.threads, "2 threads: std::mutex lock+unlock"));
+    print_table(
+        "two threads on one object (timed loop, median over rounds and threads "
+        "of ns per call per thread):",
+        r.threads, nullptr, find(r.threads, "2 threads: std::atomic fetch_add"),
+        find(r.threads, "2 threads: std::mutex lock+unlock"));
     for (const std::string& n : r.notes) std::printf("%s\n", n.c_str());
-    std::printf("==========================================================================\n");
+    std::printf(
+        "==========================================================================\n");
     std::fflush(stdout);
     TestEventListenerBase::testRunEnded(stats);
   }
@@ -155,7 +160,8 @@ namespace {
 cb::Settings settings_of(const Config& c) {
   const cb::ConfigError e = cb::validate(c);
   if (e) {
-    std::fprintf(stderr, "invalid configuration: %s must be %s\n", e.field, e.requirement);
+    std::fprintf(stderr, "invalid configuration: %s must be %s\n", e.field,
+                 e.requirement);
     std::abort();
   }
   return cb::make_settings(c);
@@ -338,7 +344,8 @@ Timing timed(int threads, int rounds, std::uint64_t max_calls, Body body) {
         stop.store(true, std::memory_order_relaxed);
         const auto t1 = Clock::now();
         g_sink.fetch_add(acc, std::memory_order_relaxed);
-        seconds[static_cast<std::size_t>(k)] = std::chrono::duration<double>(t1 - t0).count();
+        seconds[static_cast<std::size_t>(k)] =
+            std::chrono::duration<double>(t1 - t0).count();
         calls[static_cast<std::size_t>(k)] = i;
       });
     }
@@ -379,11 +386,13 @@ std::uint64_t measure(const std::string& name, int threads, Body body) {
   std::snprintf(buf, sizeof buf,
                 "  %-58s per thread min %.2f, max %.2f; aggregate %.2f ns per call; "
                 "fairness %.2f; %.1fM calls in %d rounds",
-                name.c_str(), lo, hi, agg, fair, static_cast<double>(t.calls) / 1e6, kRounds);
+                name.c_str(), lo, hi, agg, fair, static_cast<double>(t.calls) / 1e6,
+                kRounds);
   results().notes.push_back(buf);
-  std::printf("%s: median %.2f ns per call per thread (min %.2f, max %.2f), aggregate %.2f ns "
-              "per call, fairness %.2f\n",
-              name.c_str(), med, lo, hi, agg, fair);
+  std::printf(
+      "%s: median %.2f ns per call per thread (min %.2f, max %.2f), aggregate %.2f ns "
+      "per call, fairness %.2f\n",
+      name.c_str(), med, lo, hi, agg, fair);
   std::fflush(stdout);
   return t.calls;
 }
@@ -473,9 +482,11 @@ std::uint64_t allocations_over(std::uint64_t calls, Body body) {
   return after - before;
 }
 
-void report_allocations(const char* what, std::uint64_t calls, std::uint64_t allocations) {
+void report_allocations(const char* what, std::uint64_t calls,
+                        std::uint64_t allocations) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  heap allocations: %-48s %" PRIu64 " over %" PRIu64
+  std::snprintf(buf, sizeof buf,
+                "  heap allocations: %-48s %" PRIu64 " over %" PRIu64
                 " calls (%.6f per call)",
                 what, allocations, calls,
                 static_cast<double>(allocations) / static_cast<double>(calls));
@@ -509,7 +520,8 @@ TEST_CASE("no heap allocation per call", "[alloc]") {
     cb::Breaker b(settings_of(open_config()), 0);
     trip(b, 0);
     const std::uint64_t n = allocations_over(calls, [&](std::uint64_t i) {
-      return static_cast<std::uint64_t>(b.acquire(static_cast<Nanos>(i + 1) * kStep).retry_after);
+      return static_cast<std::uint64_t>(
+          b.acquire(static_cast<Nanos>(i + 1) * kStep).retry_after);
     });
     report_allocations("acquire on an OPEN breaker", calls, n);
     CHECK(n == 0);
@@ -574,15 +586,15 @@ TEST_CASE("no heap allocation per call", "[alloc]") {
 
 TEST_CASE("sizes", "[sizeof]") {
   char buf[500];
-  std::snprintf(buf, sizeof buf,
-                "  sizeof(circuitbreaker::Breaker) = %zu bytes (alignof %zu): BreakerState %zu, "
-                "Settings %zu, SpinLock %zu; of the state: CountWindow %zu, TimeWindow %zu, "
-                "TransitionLog %zu, ActivityHistory %zu. Permit %zu, Admission %zu, Snapshot %zu",
-                sizeof(cb::Breaker), alignof(cb::Breaker), sizeof(cb::BreakerState),
-                sizeof(cb::Settings), sizeof(cb::SpinLock), sizeof(cb::CountWindow),
-                sizeof(cb::TimeWindow), sizeof(cb::TransitionLog), sizeof(cb::ActivityHistory),
-                sizeof(cb::Permit),
-                sizeof(cb::Admission), sizeof(cb::Snapshot));
+  std::snprintf(
+      buf, sizeof buf,
+      "  sizeof(circuitbreaker::Breaker) = %zu bytes (alignof %zu): BreakerState %zu, "
+      "Settings %zu, SpinLock %zu; of the state: CountWindow %zu, TimeWindow %zu, "
+      "TransitionLog %zu, ActivityHistory %zu. Permit %zu, Admission %zu, Snapshot %zu",
+      sizeof(cb::Breaker), alignof(cb::Breaker), sizeof(cb::BreakerState),
+      sizeof(cb::Settings), sizeof(cb::SpinLock), sizeof(cb::CountWindow),
+      sizeof(cb::TimeWindow), sizeof(cb::TransitionLog), sizeof(cb::ActivityHistory),
+      sizeof(cb::Permit), sizeof(cb::Admission), sizeof(cb::Snapshot));
   results().notes.push_back(buf);
   std::printf("%s\n", buf);
   CHECK(sizeof(cb::Breaker) >= sizeof(cb::BreakerState));

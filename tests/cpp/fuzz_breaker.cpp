@@ -1,7 +1,8 @@
 // libFuzzer target: circuitbreaker::Breaker against the reference model.
 //
 // The input decodes (fuzz_decode.hpp) into a valid configuration, a start
-// time and a sequence of operations: acquire; record success / failure /
+// time and a sequence of operations: acquire, with or without a probe_lease;
+// record success / failure /
 // ignored of an outstanding permit or of one settled before or issued in an
 // older generation, with or without an open_for hint; release; note; advance
 // the clock (exact deadlines of the current state, bucket boundaries, or
@@ -59,6 +60,7 @@ struct Logged {
   Nanos now = 0;
   std::size_t permit = 0;
   bool permitted = false, model_permitted = false, kept = false;
+  bool recorded = false;  // Record, Note: what the breaker returned
   Outcome outcome = Outcome::Success;
   Nanos value = -1;  // Advance / Snapshot: delta; Record: open_for
   std::size_t config = 0;
@@ -70,6 +72,7 @@ struct Logged {
 const char* op_name(Op op) {
   switch (op) {
     case Op::Acquire: return "acquire";
+    case Op::AcquireLease: return "acquire";
     case Op::Record: return "record";
     case Op::Release: return "release";
     case Op::Note: return "note";
@@ -109,24 +112,28 @@ class Run {
     switch (s % 4) {
       case 0: return 0;
       case 1: return static_cast<Nanos>(r_.u16()) * 1000;
-      case 2: return static_cast<Nanos>(r_.u64() % static_cast<std::uint64_t>(kClockLimit));
+      case 2:
+        return static_cast<Nanos>(r_.u64() % static_cast<std::uint64_t>(kClockLimit));
       default: return 1000000000000;  // 1000 s
     }
   }
 
   void step() {
     Logged op;
-    op.type = cbfuzz::kOpTable[r_.u8() % 32];
+    op.type = cbfuzz::kOpTable[r_.u8() % cbfuzz::kOpCodes];
     cb::Admission real_adm;
     cbmodel::Admission model_adm;
     bool admitted = false;
+    bool returned = false, model_recorded = false;
     std::uint64_t after = 0;
     std::size_t max = 64;
     Nanos at = now_;
     switch (op.type) {
-      case Op::Acquire: {
-        real_adm = b_->acquire(now_);
-        model_adm = m_->acquire(now_);
+      case Op::Acquire:
+      case Op::AcquireLease: {
+        op.value = op.type == Op::AcquireLease ? probe_lease(r_.u8()) : cb::kNever;
+        real_adm = b_->acquire(now_, op.value);
+        model_adm = m_->acquire(now_, op.value);
         admitted = true;
         op.permitted = real_adm.permitted;
         op.model_permitted = model_adm.permitted;
@@ -143,8 +150,9 @@ class Run {
         op.outcome = cbfuzz::decode_outcome(r_.u8());
         op.value = open_for(r_.u8());
         const Held& h = permits_[op.permit];
-        b_->record(h.real, op.outcome, now_, op.value);
-        m_->record(h.model, op.outcome, now_, op.value);
+        op.recorded = b_->record(h.real, op.outcome, now_, op.value);
+        model_recorded = m_->record(h.model, op.outcome, now_, op.value);
+        returned = true;
         break;
       }
       case Op::Release: {
@@ -156,8 +164,9 @@ class Run {
       }
       case Op::Note:
         op.outcome = cbfuzz::decode_outcome(r_.u8());
-        b_->note(op.outcome, now_);
-        m_->note(op.outcome, now_);
+        op.recorded = b_->note(op.outcome, now_);
+        model_recorded = m_->note(op.outcome, now_);
+        returned = true;
         break;
       case Op::Advance:
         op.value = delta();
@@ -205,14 +214,34 @@ class Run {
         max = r_.u8() % 70u;
         break;
       }
-      default:
-        break;
+      default: break;
     }
     op.now = now_;
     op.after = after;
     op.max = max;
     ops_.push_back(op);
-    check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max);
+    std::string extra;
+    if (returned && op.recorded != model_recorded) {
+      extra = std::string("  recorded: breaker ") + cbcompare::show(op.recorded) +
+              ", model " + cbcompare::show(model_recorded) + "\n";
+    }
+    check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max,
+          extra);
+  }
+
+  // The probe_lease of an AcquireLease.
+  Nanos probe_lease(std::uint8_t s) {
+    const Nanos rt = m_->settings().recovery_timeout;
+    switch (s % 8) {
+      case 0: return 0;
+      case 1: return 1;
+      case 2: return rt;
+      case 3: return rt + 1;
+      case 4: return cb::kNever;
+      case 5: return -1;
+      case 6: return static_cast<Nanos>(r_.u64());  // anything, negative and huge too
+      default: return static_cast<Nanos>(r_.u16()) * 1000;
+    }
   }
 
   // A permit to settle: usually an outstanding one, sometimes any permit ever
@@ -259,22 +288,31 @@ class Run {
       case 1: dt = 1; break;
       case 2: dt = 2; break;
       case 3: dt = st.recovery_timeout + plus_one; break;
-      case 4: case 5:  // exactly at / just past the open deadline
+      case 4:
+      case 5:  // exactly at / just past the open deadline
         if (state == State::Open) {
           dt = m_->open_deadline() - now_ + plus_one;
         } else {
           dt = m_->snapshot(now_).open_duration + plus_one;
         }
         break;
-      case 6: case 7:  // exactly at / just past a probe's expiry
-        if (st.half_open_max_wait == cb::kNever) {
+      case 6:
+      case 7: {  // exactly at / just past a probe's expiry, or long after
+        const Nanos expiry = m_->earliest_probe_deadline();
+        if (state == State::HalfOpen && expiry != cb::kNever && expiry >= now_) {
+          dt = expiry - now_ + plus_one;
+          if (s % 16 == 7) {  // noticed after the re-opening it causes has ended
+            const Nanos reopen =
+                m_->duration(m_->snapshot(now_).consecutive_opens + 1, 1, -1);
+            dt += reopen < kClockLimit / 4 ? reopen + 1 : 0;
+          }
+        } else if (st.half_open_max_wait == cb::kNever) {
           dt = 0;
-        } else if (state == State::HalfOpen && m_->oldest_probe_start() != cb::kNever) {
-          dt = m_->oldest_probe_start() + st.half_open_max_wait - now_ + plus_one;
         } else {
           dt = st.half_open_max_wait + plus_one;
         }
         break;
+      }
       case 8: dt = st.slow_tracking ? st.slow_call_duration + plus_one : 0; break;
       case 9:  // the next bucket boundary of a time window, or just before it
         if (st.window_type == cb::WindowType::Time) {
@@ -297,7 +335,7 @@ class Run {
       case 12: dt = static_cast<Nanos>(r_.u64() >> 2); break;
       case 13: dt = static_cast<Nanos>(r_.u16()) * (plus_one ? 1000000 : 1); break;
       default: {
-        const Nanos scales[] = {st.recovery_timeout, m_->snapshot(now_).open_duration,
+        const Nanos scales[] = {st.recovery_timeout,   m_->snapshot(now_).open_duration,
                                 st.half_open_max_wait, st.slow_call_duration,
                                 st.window_bucket * 10, st.ramp_up};
         const Nanos scale = scales[r_.u8() % 6];
@@ -311,9 +349,10 @@ class Run {
   }
 
   void check(Nanos at, const cb::Admission* real_adm, const cbmodel::Admission* model_adm,
-             std::uint64_t after, std::size_t max) {
+             std::uint64_t after, std::size_t max,
+             const std::string& extra = std::string()) {
     const std::string diff =
-        cbcompare::compare_all(*b_, *m_, at, real_adm, model_adm, after, max);
+        extra + cbcompare::compare_all(*b_, *m_, at, real_adm, model_adm, after, max);
     if (diff.empty()) return;
     report(diff);
     std::abort();
@@ -321,8 +360,8 @@ class Run {
 
   void report(const std::string& diff) const {
     std::ostringstream o;
-    o << "\n===== fuzz_breaker: " << (diff.empty() ? "replay" : "reference model divergence")
-      << " =====\n";
+    o << "\n===== fuzz_breaker: "
+      << (diff.empty() ? "replay" : "reference model divergence") << " =====\n";
     for (std::size_t i = 0; i < configs_.size(); ++i) {
       o << "configuration #" << i << ": " << cbcompare::describe(configs_[i]) << "\n";
     }
@@ -333,6 +372,8 @@ class Run {
       o << "  [" << i << "] t=" << op.now << "  " << op_name(op.type);
       switch (op.type) {
         case Op::Acquire:
+        case Op::AcquireLease:
+          if (op.type == Op::AcquireLease) o << "(probe_lease=" << op.value << ")";
           if (op.permitted != op.model_permitted) {
             o << (op.permitted ? " -> permitted by the breaker, rejected by the model"
                                : " -> rejected by the breaker, permitted by the model");
@@ -340,9 +381,10 @@ class Run {
             o << " -> permitted";
             if (op.kept) {
               const cbmodel::Permit& p = permits_[op.permit].model;
-              o << " P" << op.permit << " (" << cbcompare::kind_name(p.kind) << ", generation "
-                << p.generation;
-              if (p.kind == cbmodel::Kind::Probe) o << ", lease " << p.lease << ", slot " << p.slot;
+              o << " P" << op.permit << " (" << cbcompare::kind_name(p.kind)
+                << ", generation " << p.generation;
+              if (p.kind == cbmodel::Kind::Probe)
+                o << ", lease " << p.lease << ", slot " << p.slot;
               o << ")";
             }
           } else {
@@ -352,14 +394,19 @@ class Run {
         case Op::Record:
           o << "(P" << op.permit << ", " << cbcompare::outcome_name(op.outcome);
           if (op.value != -1) o << ", open_for=" << op.value;
-          o << ")";
+          o << ") -> " << (op.recorded ? "recorded" : "not recorded");
           break;
         case Op::Release: o << "(P" << op.permit << ")"; break;
-        case Op::Note: o << "(" << cbcompare::outcome_name(op.outcome) << ")"; break;
+        case Op::Note:
+          o << "(" << cbcompare::outcome_name(op.outcome) << ") -> "
+            << (op.recorded ? "recorded" : "not recorded");
+          break;
         case Op::Advance: o << " clock by " << op.value; break;
         case Op::Reconfigure:
-          if (op.skipped) o << "(invalid configuration: skipped)";
-          else o << "(configuration #" << op.config << ")";
+          if (op.skipped)
+            o << "(invalid configuration: skipped)";
+          else
+            o << "(configuration #" << op.config << ")";
           break;
         case Op::Snapshot: o << " at t+" << op.value; break;
         case Op::Transitions: o << "(" << op.after << ", " << op.max << ")"; break;

@@ -4,14 +4,14 @@
 // Every byte string decodes to something: a reader past the end yields zeros.
 //
 //   input  := config start op*
-//   config := 0xFF                      the seed's defaults (Config{})
+//   config := 0xFF                      the defaults (Config{}, rng_seed 0)
 //           | scale field{15}           scale: byte % 10 picks a typical
 //                                       duration; each field decodes itself
 //   start  := byte [u64]                the clock's first reading
 //   op     := byte args                 byte % 32 through kOpTable
 //
 // Numbers inside fields are picked from small tables of interesting values
-// (boundaries, the seed's defaults, exact nanoseconds, values that round to
+// (boundaries, the defaults, exact nanoseconds, values that round to
 // 0 ns) most of the time, and read raw (8 bytes as a double) sometimes, so
 // that invalid values reach validate() too. A configuration that validate()
 // rejects after fix() ends the input (the initial one) or is skipped (a
@@ -64,32 +64,34 @@ class Reader {
 // Operations.
 
 enum class Op : std::uint8_t {
-  Acquire,      // -
-  Record,       // permit-byte outcome-byte open_for-byte [u64]
-  Release,      // permit-byte
-  Note,         // outcome-byte
-  Advance,      // advance-byte [args]
-  Reset,        // -
-  ForceOpen,    // -
-  Disable,      // -
-  Reconfigure,  // mode-byte (config | field-byte field-bytes [field-byte field-bytes])
-  Snapshot,     // advance-byte [args]: compare at a later time without moving the clock
-  Transitions,  // after-byte max-byte
+  Acquire,       // -
+  AcquireLease,  // lease-byte [u64]: acquire(now, probe_lease)
+  Record,        // permit-byte outcome-byte open_for-byte [u64]
+  Release,       // permit-byte
+  Note,          // outcome-byte
+  Advance,       // advance-byte [args]
+  Reset,         // -
+  ForceOpen,     // -
+  Disable,       // -
+  Reconfigure,   // mode-byte (config | field-byte field-bytes [field-byte field-bytes])
+  Snapshot,      // advance-byte [args]: compare at a later time without moving the clock
+  Transitions,   // after-byte max-byte
   kCount
 };
 
-inline constexpr Op kOpTable[32] = {
-    Op::Acquire,   Op::Acquire,   Op::Acquire,     Op::Acquire,     Op::Acquire,
-    Op::Acquire,   Op::Acquire,   Op::Record,      Op::Record,      Op::Record,
-    Op::Record,    Op::Record,    Op::Record,      Op::Record,      Op::Release,
-    Op::Release,   Op::Note,      Op::Note,        Op::Advance,     Op::Advance,
-    Op::Advance,   Op::Advance,   Op::Advance,     Op::Advance,     Op::Reset,
-    Op::ForceOpen, Op::Disable,   Op::Reconfigure, Op::Snapshot,    Op::Snapshot,
-    Op::Transitions, Op::Transitions};
+inline constexpr int kOpCodes = 32;
+inline constexpr Op kOpTable[kOpCodes] = {
+    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,  Op::Acquire,
+    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,   Op::Record,
+    Op::Record,       Op::Record,       Op::Record,      Op::Record,   Op::Release,
+    Op::Release,      Op::Note,         Op::Note,        Op::Advance,  Op::Advance,
+    Op::Advance,      Op::Advance,      Op::Advance,     Op::Advance,  Op::Reset,
+    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot, Op::Snapshot,
+    Op::Transitions,  Op::Transitions};
 
 // The first byte of each operation in kOpTable (for writing seeds).
 inline std::uint8_t op_byte(Op op) {
-  for (std::uint8_t i = 0; i < 32; ++i) {
+  for (std::uint8_t i = 0; i < kOpCodes; ++i) {
     if (kOpTable[i] == op) return i;
   }
   return 0;
@@ -97,14 +99,17 @@ inline std::uint8_t op_byte(Op op) {
 
 inline cb::Outcome decode_outcome(std::uint8_t b) {
   const unsigned v = b % 20u;
-  return v < 9 ? cb::Outcome::Success : (v < 18 ? cb::Outcome::Failure : cb::Outcome::Ignored);
+  return v < 9 ? cb::Outcome::Success
+               : (v < 18 ? cb::Outcome::Failure : cb::Outcome::Ignored);
 }
 
 // ---------------------------------------------------------------------------
 // Configurations.
 
-inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1, 1, 30, 3600, 1e6, 1e9};
-inline constexpr int kConfigFields = 15;
+inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1,
+                                       1,    30,   3600, 1e6,  1e9};
+inline constexpr int kConfigFields = 15;  // the 14 of the argument table, then rng_seed
+inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
 class ConfigDecoder {
  public:
@@ -113,7 +118,11 @@ class ConfigDecoder {
   // A whole configuration; nullopt when it is not valid (after fix()).
   std::optional<cb::Config> fresh() {
     const std::uint8_t s = r_.u8();
-    if (s == 0xFF) return cb::Config{};
+    if (s == kDefaultsByte) {
+      cb::Config c;
+      c.rng_seed = 0;  // the model needs a known seed
+      return c;
+    }
     scale_ = kScales[s % 10];
     cb::Config c;
     for (int f = 0; f < kConfigFields; ++f) field(c, f);
@@ -141,6 +150,7 @@ class ConfigDecoder {
         *c.minimum_calls > cb::effective_window_size(c)) {
       c.minimum_calls = cb::effective_window_size(c);
     }
+    if (!c.rng_seed) c.rng_seed = 0;  // the model needs a known seed
     if (cb::validate(c)) return std::nullopt;
     return c;
   }
@@ -195,7 +205,10 @@ class ConfigDecoder {
       }
       case 1: c.recovery_timeout = duration(true); break;
       case 2:
-        if (present(140)) c.failure_rate_threshold = rate(); else c.failure_rate_threshold.reset();
+        if (present(140))
+          c.failure_rate_threshold = rate();
+        else
+          c.failure_rate_threshold.reset();
         break;
       case 3:
         c.window_type = (r_.u8() & 1) ? cb::WindowType::Time : cb::WindowType::Count;
@@ -221,25 +234,35 @@ class ConfigDecoder {
         }
         break;
       case 6:
-        if (present(150)) c.slow_call_duration = duration(false); else c.slow_call_duration.reset();
+        if (present(150))
+          c.slow_call_duration = duration(false);
+        else
+          c.slow_call_duration.reset();
         break;
       case 7:
-        if (present(130)) c.slow_call_rate_threshold = rate();
-        else c.slow_call_rate_threshold.reset();
+        if (present(130))
+          c.slow_call_rate_threshold = rate();
+        else
+          c.slow_call_rate_threshold.reset();
         break;
       case 8: {
         const std::uint8_t s = r_.u8();
         static constexpr double v[] = {1, 1, 2, 3, 5, 32};
-        c.half_open_max_calls = s < 160 ? v[s % 6] : static_cast<double>(s % 34);  // 0, 33: invalid
+        c.half_open_max_calls =
+            s < 160 ? v[s % 6] : static_cast<double>(s % 34);  // 0, 33: invalid
         break;
       }
       case 9:
-        if (present(150)) c.half_open_max_wait = duration(false); else c.half_open_max_wait.reset();
+        if (present(150))
+          c.half_open_max_wait = duration(false);
+        else
+          c.half_open_max_wait.reset();
         break;
       case 10: {
         const std::uint8_t s = r_.u8();
         static constexpr double v[] = {1, 1, 1, 1.5, 2, 3, 10, 1e6};
-        c.backoff_multiplier = s < 200 ? v[s % 8] : 1 + 3 * static_cast<double>(r_.u8()) / 255;
+        c.backoff_multiplier =
+            s < 200 ? v[s % 8] : 1 + 3 * static_cast<double>(r_.u8()) / 255;
         break;
       }
       case 11: {
@@ -247,7 +270,9 @@ class ConfigDecoder {
         const std::uint8_t s = r_.u8();
         const double rt = c.recovery_timeout;
         switch (s % 8) {
-          case 0: case 1: case 2: break;  // no cap
+          case 0:
+          case 1:
+          case 2: break;  // no cap
           case 3: c.max_recovery_timeout = rt; break;
           case 4: c.max_recovery_timeout = rt * 2; break;
           case 5: c.max_recovery_timeout = rt * 10; break;
@@ -266,7 +291,7 @@ class ConfigDecoder {
         break;
       }
       case 13: c.ramp_up = (r_.u8() & 1) ? duration(true) : 0.0; break;
-      default: c.seed = r_.u64(); break;
+      default: c.rng_seed = r_.u64(); break;
     }
   }
 

@@ -48,39 +48,40 @@ Bytes family_bytes(std::uint8_t scale, std::initializer_list<std::uint8_t> field
 
 std::vector<Family> families() {
   std::vector<Family> f;
-  // The seed document's defaults (5 consecutive failures, 30 s).
+  // The defaults (5 consecutive failures, 30 s: the article's R6 class).
   f.push_back({"defaults", {0xFF, 0}});
   // 1 s scale: threshold 5, recovery 1 s, rate 0.5 over a count window of
   // 10 with minimum_calls 4.
   f.push_back({"count_rate",
-               family_bytes(5, {3, 1, 0, 1, 0, 0, 5, 0, 3, 200, 200, 0, 200, 0, 0, 0, 0}, 11,
-                            {3})});
+               family_bytes(5, {3, 1, 0, 1, 0, 0, 5, 0, 3, 200, 200, 0, 200, 0, 0, 0, 0},
+                            11, {3})});
   // 1 ms scale: threshold Inf, recovery 0.5 ms, time window of 10 ms (min
   // 5), slow calls above 1 ms with rate 0.5, 3 probes expiring after 2 ms,
   // backoff 2 capped at 10x, jitter 0.5, ramp-up 1 ms.
-  f.push_back({"time_slow",
-               family_bytes(3, {6, 2, 200, 1, 0, 4, 0, 4, 0, 1, 0, 1, 3, 0, 3, 4, 5, 4, 1, 1}, 22,
-                            {1, 0x34, 0x12})});
+  f.push_back({"time_slow", family_bytes(3, {6, 2, 200, 1, 0, 4, 0, 4, 0, 1,
+                                             0, 1, 3,   0, 3, 4, 5, 4, 1, 1},
+                                         22, {1, 0x34, 0x12})});
   // 1 ns scale: threshold 1, recovery 1 ns, rate 1e-9 over 1024 calls (min
   // 1), slow above 4.9e-10 s (0 ns) at rate 1, 32 probes expiring after 1 ns,
   // backoff 1e6 up to 1e9 s, jitter 1, ramp-up 0.
-  f.push_back({"nanoseconds",
-               family_bytes(0, {0, 5, 0, 5, 0, 0, 8, 0, 0, 0, 7, 0, 0, 5, 0, 5, 7, 7, 5, 1, 0}, 33,
-                            {0})});
+  f.push_back({"nanoseconds", family_bytes(0, {0, 5, 0, 5, 0, 0, 8, 0, 0, 0, 7,
+                                               0, 0, 5, 0, 5, 7, 7, 5, 1, 0},
+                                           33, {0})});
   // 1e9 s scale: everything at the limits (1e9 s timeouts, time window of
   // 1e9 s), start near the clock limit.
-  f.push_back({"huge",
-               family_bytes(9, {1, 8, 0, 0, 1, 0, 8, 0, 39, 0, 8, 0, 0, 2, 0, 8, 5, 3, 3, 1, 8}, 44,
-                            {2, 0, 0, 0, 0, 0, 0, 0x40, 0x37})});
-  // 30 s, threshold 5, backoff 2 capped at 60 s (the seed plus backoff).
-  f.push_back({"backoff",
-               family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0}, 55, {3})});
+  f.push_back({"huge", family_bytes(9, {1, 8, 0, 0, 1, 0, 8, 0, 39, 0, 8,
+                                        0, 0, 2, 0, 8, 5, 3, 3, 1,  8},
+                                    44, {2, 0, 0, 0, 0, 0, 0, 0x40, 0x37})});
+  // 30 s, threshold 5, backoff 2 capped at 60 s (the defaults plus backoff).
+  f.push_back(
+      {"backoff",
+       family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0}, 55, {3})});
   // 0.1 s scale: recovery 0, count window 1, slow rule 0.3, backoff 10,
   // jitter 128/255, ramp-up.
-  f.push_back({"zero_recovery",
-               family_bytes(4, {0, 0, 200, 0, 0, 0, 0, 0, 0, 1, 0, 2, 1, 0, 0, 6, 0, 200, 128, 1,
-                                11, 128},
-                            66, {1, 0xff, 0xff})});
+  f.push_back(
+      {"zero_recovery", family_bytes(4, {0, 0, 200, 0, 0, 0, 0,   0,   0, 1,  0,
+                                         2, 1, 0,   0, 6, 0, 200, 128, 1, 11, 128},
+                                     66, {1, 0xff, 0xff})});
   // An invalid configuration (failure_threshold 2.5): the input ends there.
   {
     Bytes b{5, 8};
@@ -95,6 +96,13 @@ struct Script {
   Bytes b;
   void op(Op o) { b.push_back(cbfuzz::op_byte(o)); }
   void acquire() { op(Op::Acquire); }
+  // lease (Run::probe_lease): 0 zero, 1 one ns, 2 rt, 3 rt + 1, 4 kNever,
+  // 5 negative, 7 u16 us.
+  void acquire_lease(std::uint8_t lease, std::initializer_list<std::uint8_t> args = {}) {
+    op(Op::AcquireLease);
+    b.push_back(lease);
+    b.insert(b.end(), args);
+  }
   // permit: < 200 picks an outstanding permit; outcome: 0 success, 9
   // failure, 18 ignored; open_for: 0 none (see Run::open_for).
   void record(std::uint8_t permit, std::uint8_t outcome, std::uint8_t open_for = 0) {
@@ -116,8 +124,8 @@ struct Script {
     b.push_back(outcome);
   }
   // advance selectors (Run::delta): 4 open deadline, 4|16 just past it,
-  // 6 / 6|16 probe expiry, 8 slow, 9 window bucket, 10 ramp end, 11 history
-  // bucket, 13 u16 ns (|16: ms).
+  // 6 / 6|16 probe expiry, 7 long after it (past the re-opening), 8 slow, 9 window
+  // bucket, 10 ramp end, 11 history bucket, 13 u16 ns (|16: ms).
   void advance(std::uint8_t sel, std::initializer_list<std::uint8_t> args = {}) {
     op(Op::Advance);
     b.push_back(sel);
@@ -176,13 +184,38 @@ Bytes expiring_probes() {
   return s.b;
 }
 
+// Probes leased by the caller (async calls), lost, their expiry noticed at
+// once, at the deadline, and long after the re-opening it caused.
+Bytes leased_probes() {
+  Script s;
+  for (int i = 0; i < 6; ++i) s.call(9);
+  s.advance(4 | 16);
+  s.acquire_lease(2);  // lease of rt
+  s.acquire_lease(7, {0x10, 0});
+  s.acquire();  // no deadline
+  s.snapshot(0);
+  s.advance(6);  // exactly at the earliest deadline: not yet
+  s.acquire();
+  s.advance(7);  // long after: re-opened as of the deadline, and over
+  s.acquire_lease(3);
+  s.record(0, 0);
+  s.record(0, 9);
+  s.advance(4 | 16);
+  s.acquire_lease(4);  // kNever: the breaker cannot say when a slot frees
+  s.acquire();
+  s.acquire_lease(5);
+  s.record(0, 0);
+  s.transitions(0, 64);
+  return s.b;
+}
+
 Bytes late_results() {
   Script s;
   for (int i = 0; i < 8; ++i) s.acquire();
   for (int i = 0; i < 6; ++i) s.record(0, 9);
   s.record(0, 0);
   s.record(0, 9, 8);
-  s.record(250, 0);  // a permit settled before
+  s.record(250, 0);   // a permit settled before
   s.advance(8 | 16);  // slow
   s.advance(4 | 16);
   s.acquire();
@@ -281,10 +314,14 @@ int main(int argc, char** argv) {
     const char* name;
     Bytes (*make)();
   };
-  const Pattern patterns[] = {{"trip", trip_and_recover},         {"expire", expiring_probes},
-                              {"late", late_results},             {"manual", manual_states},
-                              {"reconfigure", reconfigure_half_open}, {"buckets", walk_buckets},
-                              {"ramp", ramp_up}};
+  const Pattern patterns[] = {{"trip", trip_and_recover},
+                              {"expire", expiring_probes},
+                              {"late", late_results},
+                              {"manual", manual_states},
+                              {"reconfigure", reconfigure_half_open},
+                              {"buckets", walk_buckets},
+                              {"ramp", ramp_up},
+                              {"lease", leased_probes}};
   std::mt19937_64 rng(20240601);
   std::size_t files = 0, bytes = 0;
   for (const Family& fam : families()) {

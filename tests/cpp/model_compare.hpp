@@ -41,7 +41,7 @@ inline std::string describe(const Config& c) {
   o << "failure_threshold=" << c.failure_threshold
     << " recovery_timeout=" << c.recovery_timeout
     << " failure_rate_threshold=" << fmt_opt(c.failure_rate_threshold)
-    << " window_type=" << (c.window_type == WindowType::Count ? "count" : "time")
+    << " window_type=" << cb::window_type_name(c.window_type)
     << " window_size=" << fmt_opt(c.window_size)
     << " minimum_calls=" << fmt_opt(c.minimum_calls)
     << " slow_call_duration=" << fmt_opt(c.slow_call_duration)
@@ -50,7 +50,8 @@ inline std::string describe(const Config& c) {
     << " half_open_max_wait=" << fmt_opt(c.half_open_max_wait)
     << " backoff_multiplier=" << c.backoff_multiplier
     << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
-    << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up << " seed=" << c.seed;
+    << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up
+    << " rng_seed=" << (c.rng_seed ? std::to_string(*c.rng_seed) : std::string("NULL"));
   return o.str();
 }
 
@@ -72,9 +73,13 @@ inline const char* kind_name(cbmodel::Kind k) {
   return "?";
 }
 
-inline bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+inline bool same(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
 template <typename T>
-inline bool same(T a, T b) { return a == b; }
+inline bool same(T a, T b) {
+  return a == b;
+}
 
 inline std::string show(double v) {
   char buf[40];
@@ -85,7 +90,9 @@ inline std::string show(State s) { return cb::state_name(s); }
 inline std::string show(cb::Rejection r) { return cb::rejection_name(r); }
 inline std::string show(bool b) { return b ? "true" : "false"; }
 template <typename T>
-inline std::string show(T v) { return std::to_string(v); }
+inline std::string show(T v) {
+  return std::to_string(v);
+}
 
 // Differences as text, one line each. Nothing is formatted or allocated
 // while the two sides agree (the fuzzer runs this after every operation).
@@ -177,7 +184,7 @@ inline void compare(Diff& d, const cb::Admission& a, const cbmodel::Admission& m
 }
 
 inline void compare_log(Diff& d, const cb::Transition* a, std::size_t n,
-                 const std::vector<cbmodel::Transition>& m) {
+                        const std::vector<cbmodel::Transition>& m) {
   d.check("transitions_since().size", n, m.size());
   for (std::size_t i = 0; i < n && i < m.size(); ++i) {
     const char* list = "transitions_since()";

@@ -5,11 +5,12 @@
 // being obviously correct over being fast:
 //   - the sliding window is a std::vector of every call added since the window
 //     was last emptied, with its timestamp; totals are recounted by a loop;
-//   - probes in flight are a std::map from lease serial to (slot, start time);
+//   - probes in flight are a std::map from lease serial to (slot, deadline);
 //   - the transition log is a std::vector of every transition ever made;
 //   - the activity history is a std::map from the index of every 5-second
 //     bucket that ever saw activity to its counts (nothing is recycled).
-// It shares nothing with breaker.hpp or window.hpp. From the core it uses only
+// It shares nothing with breaker.hpp, state.hpp, probe_slots.hpp or window.hpp.
+// From the core it uses only
 // the vocabulary of types.hpp, Config / validate / make_settings of config.hpp
 // and uniform01 of random.hpp (so that jitter draws the same numbers).
 #ifndef CIRCUITBREAKER_TESTS_REFERENCE_MODEL_HPP
@@ -43,7 +44,7 @@ enum class Kind { Counted, Probe, PassThrough };
 struct Permit {
   Kind kind = Kind::Counted;
   std::uint64_t generation = 0;
-  std::uint64_t lease = 0;  // probes only
+  std::uint64_t lease = 0;  // probes only: 1, 2, ... within one half-open period
   std::uint32_t slot = 0;   // probes only
   Nanos started_at = 0;
 };
@@ -57,8 +58,7 @@ struct Admission {
 
 struct Counters {
   std::uint64_t calls = 0, successes = 0, failures = 0, slow = 0, ignored = 0,
-                rejected = 0, released = 0, late = 0, expired = 0,
-                times_opened = 0;
+                rejected = 0, released = 0, late = 0, expired = 0, times_opened = 0;
 };
 
 struct WindowCounts {
@@ -112,7 +112,7 @@ class Model {
   Model(const Config& config, Nanos now) {
     s_ = circuitbreaker::make_settings(config);
     state_since_ = now;
-    rng_ = s_.seed;
+    seed_rng();
     open_duration_ = s_.recovery_timeout;
   }
 
@@ -120,7 +120,9 @@ class Model {
 
   // ---- the operations -----------------------------------------------------
 
-  Admission acquire(Nanos now) {
+  // A probe must settle by now + half_open_max_wait if the configuration has
+  // one, else by now + probe_lease; kNever or negative: no deadline.
+  Admission acquire(Nanos now, Nanos probe_lease = kNever) {
     expire_probes(now);
     if (state_ == State::Closed) {
       if (ramping_ && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
@@ -129,54 +131,57 @@ class Model {
     if (state_ == State::Open) {
       if (now - opened_at_ > open_duration_) {
         transition(State::HalfOpen, now);
-        return take_probe(now);
+        return take_probe(now, probe_lease);
       }
       return reject(Rejection::Open, opened_at_ + open_duration_ - now, now);
     }
-    if (state_ == State::HalfOpen) return take_probe(now);
+    if (state_ == State::HalfOpen) return take_probe(now, probe_lease);
     if (state_ == State::ForcedOpen) return reject(Rejection::ForcedOpen, kNever, now);
     return grant(Kind::PassThrough, now);  // Disabled
   }
 
-  void record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) {
+  // Returns whether the outcome was recorded: every permit but a
+  // pass-through one.
+  bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) {
     expire_probes(now);
-    if (p.kind == Kind::PassThrough) return;
+    if (p.kind == Kind::PassThrough) return false;
     const bool current = p.generation == generation_;
     if (outcome == Outcome::Ignored) {
       totals_.ignored += 1;
       if (current) free_lease(p);
-      return;
+      return true;
     }
     const bool failed = outcome == Outcome::Failure;
     const bool slow = s_.slow_tracking && (now - p.started_at) > s_.slow_call_duration;
     count(failed, slow, now);
     if (!current) {
       totals_.late += 1;
-      return;
+      return true;
     }
     if (p.kind == Kind::Counted) {
       closed_result(failed, slow, now, open_for);
-      return;
+      return true;
     }
     // A probe of the current generation: the state is HALF_OPEN. One already
     // settled (released, or recorded before) only counts as late.
     if (probes_.count(p.lease) == 0) {
       totals_.late += 1;
-      return;
+      return true;
     }
     free_lease(p);
     if (failed) {
       failure_seen(now);
       trip(now, open_for);
-      return;
+      return true;
     }
     consecutive_failures_ = 0;
     if (slow && s_.slow_rule) {
       trip(now, open_for);
-      return;
+      return true;
     }
     probe_successes_ += 1;
     if (probe_successes_ >= s_.half_open_max_calls) close(now);
+    return true;
   }
 
   void release(const Permit& p, Nanos now) {
@@ -186,19 +191,18 @@ class Model {
     if (p.generation == generation_) free_lease(p);
   }
 
-  void note(Outcome outcome, Nanos now) {
+  // Returns false when DISABLED (nothing recorded), true otherwise.
+  bool note(Outcome outcome, Nanos now) {
     expire_probes(now);
-    if (state_ == State::Disabled) return;
+    if (state_ == State::Disabled) return false;
     if (outcome == Outcome::Ignored) {
       totals_.ignored += 1;
-      return;
+      return true;
     }
     const bool failed = outcome == Outcome::Failure;
     count(failed, false, now);
     switch (state_) {
-      case State::Closed:
-        closed_result(failed, false, now, -1);
-        break;
+      case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
         if (failed) {
           failure_seen(now);
@@ -222,9 +226,9 @@ class Model {
           consecutive_failures_ = 0;
         }
         break;
-      case State::Disabled:
-        break;
+      case State::Disabled: break;
     }
+    return true;
   }
 
   void reset(Nanos now) {
@@ -257,13 +261,15 @@ class Model {
                                 n.max_recovery_timeout != s_.max_recovery_timeout ||
                                 n.max_open_hint != s_.max_open_hint;
     s_ = n;
+    seed_rng();  // every reconfigure seeds the jitter generator anew
     if (shape_changed) window_.clear();
     if (timing_changed) {
       open_duration_ = duration(std::max<std::uint64_t>(consecutive_opens_, 1),
                                 jitter_factor_, open_hint_);
     }
     if (s_.ramp_up == 0) ramping_ = false;
-    if (state_ == State::HalfOpen && probe_successes_ >= s_.half_open_max_calls) close(now);
+    if (state_ == State::HalfOpen && probe_successes_ >= s_.half_open_max_calls)
+      close(now);
   }
 
   // ---- observation --------------------------------------------------------
@@ -312,11 +318,13 @@ class Model {
   // are kept, and only the newest `max` of those are returned.
   std::vector<Transition> transitions_since(std::uint64_t after, std::size_t max) const {
     std::vector<Transition> kept;
-    const std::size_t first_kept = log_.size() > kLogCapacity ? log_.size() - kLogCapacity : 0;
+    const std::size_t first_kept =
+        log_.size() > kLogCapacity ? log_.size() - kLogCapacity : 0;
     for (std::size_t i = first_kept; i < log_.size(); ++i) {
       if (log_[i].seq > after) kept.push_back(log_[i]);
     }
-    if (kept.size() > max) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max));
+    if (kept.size() > max)
+      kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max));
     return kept;
   }
 
@@ -327,7 +335,8 @@ class Model {
     std::vector<ActivityBucket> out;
     const std::int64_t k = now / kHistoryWidth;
     const std::int64_t first = std::max<std::int64_t>(0, k - kHistoryBuckets + 1);
-    for (auto it = activity_.lower_bound(first); it != activity_.end() && it->first <= k; ++it) {
+    for (auto it = activity_.lower_bound(first); it != activity_.end() && it->first <= k;
+         ++it) {
       out.push_back(it->second);
     }
     return out;
@@ -335,10 +344,10 @@ class Model {
 
   // Exposed for the test harness (to pick interesting clock advances).
   Nanos open_deadline() const { return opened_at_ + open_duration_; }
-  Nanos oldest_probe_start() const {
-    Nanos oldest = kNever;
-    for (const auto& kv : probes_) oldest = std::min(oldest, kv.second.started);
-    return oldest;
+  Nanos earliest_probe_deadline() const {
+    Nanos first = kNever;
+    for (const auto& kv : probes_) first = std::min(first, kv.second.deadline);
+    return first;
   }
   Nanos ramp_started() const { return ramp_started_; }
   bool ramping() const { return ramping_; }
@@ -371,8 +380,12 @@ class Model {
   };
   struct Lease {
     std::uint32_t slot;
-    Nanos started;
+    Nanos deadline;  // kNever: none
   };
+
+  // The harness always gives an rng_seed (the model cannot draw entropy
+  // the way the breaker does).
+  void seed_rng() { rng_ = s_.rng_seed.value_or(0); }
 
   // ---- helpers ------------------------------------------------------------
 
@@ -391,7 +404,11 @@ class Model {
     Admission a;
     a.permitted = false;
     a.rejection = why;
-    a.retry_after = retry_after < 0 ? 0 : retry_after;
+    if (retry_after == circuitbreaker::kUnknownWait) {
+      a.retry_after = retry_after;
+    } else {
+      a.retry_after = retry_after < 0 ? 0 : retry_after;
+    }
     return a;
   }
 
@@ -399,21 +416,26 @@ class Model {
     return probes_.size() + probe_successes_ >= s_.half_open_max_calls;
   }
 
+  // Every slot is taken: until the earliest probe deadline; unknown when no
+  // probe has one.
   Nanos half_open_retry_after(Nanos now) const {
-    if (s_.half_open_max_wait == kNever || probes_.empty()) return 0;
-    Nanos best = kNever;
-    for (const auto& kv : probes_) {
-      best = std::min(best, kv.second.started + s_.half_open_max_wait - now);
-    }
-    return std::max<Nanos>(0, best);
+    const Nanos first = earliest_probe_deadline();
+    if (first == kNever) return circuitbreaker::kUnknownWait;
+    return std::max<Nanos>(0, first - now);
   }
 
-  Admission take_probe(Nanos now) {
-    if (probes_full()) return reject(Rejection::HalfOpenFull, half_open_retry_after(now), now);
+  Admission take_probe(Nanos now, Nanos probe_lease) {
+    if (probes_full())
+      return reject(Rejection::HalfOpenFull, half_open_retry_after(now), now);
     std::uint32_t slot = 0;
     while (slot_taken(slot)) ++slot;
+    Nanos lease = s_.half_open_max_wait != kNever ? s_.half_open_max_wait : probe_lease;
+    Nanos deadline = kNever;
+    if (lease >= 0 && lease != kNever) {
+      deadline = (lease > kNever - now) ? kNever : now + lease;
+    }
     last_lease_ += 1;
-    probes_[last_lease_] = Lease{slot, now};
+    probes_[last_lease_] = Lease{slot, deadline};
     Admission a = grant(Kind::Probe, now);
     a.permit.lease = last_lease_;
     a.permit.slot = slot;
@@ -431,16 +453,15 @@ class Model {
     if (p.kind == Kind::Probe) probes_.erase(p.lease);
   }
 
+  // The first probe past its deadline fails and re-opens the breaker as of
+  // that deadline.
   void expire_probes(Nanos now) {
-    if (state_ != State::HalfOpen || s_.half_open_max_wait == kNever) return;
-    bool any = false;
-    for (const auto& kv : probes_) {
-      if (now - kv.second.started > s_.half_open_max_wait) any = true;
-    }
-    if (!any) return;
+    if (state_ != State::HalfOpen) return;
+    const Nanos first = earliest_probe_deadline();
+    if (first == kNever || now <= first) return;
     totals_.expired += 1;
-    failure_seen(now);
-    trip(now, -1);
+    failure_seen(first);
+    trip(first, -1);
   }
 
   bool ramp_admits(Nanos now) {
@@ -542,6 +563,7 @@ class Model {
     generation_ += 1;
     state_since_ = now;
     probes_.clear();
+    last_lease_ = 0;  // lease serials restart in each period
     probe_successes_ = 0;
     ramping_ = false;
   }
@@ -589,7 +611,7 @@ class Model {
   double jitter_factor_ = 1;
   Nanos open_hint_ = -1;
 
-  std::map<std::uint64_t, Lease> probes_;  // lease serial -> slot, start
+  std::map<std::uint64_t, Lease> probes_;  // lease serial -> slot, deadline
   std::uint32_t probe_successes_ = 0;
   std::uint64_t last_lease_ = 0;
 
@@ -599,8 +621,8 @@ class Model {
 
   std::uint64_t rng_ = 0;
   Counters totals_;
-  std::vector<Event> window_;     // every call since the window was emptied
-  std::vector<Transition> log_;   // every transition ever made
+  std::vector<Event> window_;    // every call since the window was emptied
+  std::vector<Transition> log_;  // every transition ever made
   std::map<std::int64_t, ActivityBucket> activity_;  // bucket index -> counts
 };
 

@@ -52,7 +52,9 @@ struct StringMaker<Rejection> {
 template <>
 struct StringMaker<PermitKind> {
   static std::string convert(PermitKind k) {
-    return k == PermitKind::Counted ? "counted" : k == PermitKind::Probe ? "probe" : "pass-through";
+    return k == PermitKind::Counted ? "counted"
+           : k == PermitKind::Probe ? "probe"
+                                    : "pass-through";
   }
 };
 }  // namespace Catch
@@ -99,8 +101,10 @@ Nanos probe(Breaker& b, Nanos now, Outcome o, Nanos open_for = -1) {
 
 // ===========================================================================
 
-TEST_CASE("seed defaults: 5 consecutive failures open, probe after more than 30 s",
-          "[breaker][defaults]") {
+TEST_CASE(
+    "defaults (the article's R6 class): 5 consecutive failures open, probe after more "
+    "than 30 s",
+    "[breaker][defaults]") {
   Breaker b(settings_of(Config{}), 0);
   Snapshot s = b.snapshot(0);
   CHECK(s.state == State::Closed);
@@ -167,7 +171,7 @@ TEST_CASE("seed defaults: 5 consecutive failures open, probe after more than 30 
   CHECK(state_at(b, t) == State::HalfOpen);
   a = b.acquire(t);  // the one probe slot is taken
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);
+  CHECK(a.retry_after == cb::kUnknownWait);  // no deadline: no known time
 
   SECTION("the probe's success closes and zeroes the failure count") {
     b.record(p, Outcome::Success, t + kS);
@@ -401,11 +405,11 @@ TEST_CASE("half-open probes and half_open_max_calls", "[breaker][half-open]") {
   CHECK(p3.generation == 3);
   Admission a = b.acquire(t);
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);  // no half_open_max_wait: no known time
+  CHECK(a.retry_after == cb::kUnknownWait);  // no deadline: no known time
   Snapshot s = b.snapshot(t);
   CHECK(s.state == State::HalfOpen);
   CHECK(s.probes_in_flight == 3);
-  CHECK(s.retry_after == 0);
+  CHECK(s.retry_after == cb::kUnknownWait);
 
   SECTION("successes count toward the limit; all succeed -> CLOSED") {
     b.record(p1, Outcome::Success, t);
@@ -495,13 +499,14 @@ TEST_CASE("probe lease expiry after half_open_max_wait", "[breaker][expiry]") {
     a = b.acquire(late);  // p1 has now waited more than 5 s
     CHECK_FALSE(a.permitted);
     CHECK(a.rejection == Rejection::Open);  // it expired, re-opened, then refused
-    CHECK(a.retry_after == kS);
+    CHECK(a.retry_after == kS - 1);         // re-opened as of the deadline, t + 5 s
     Snapshot s = b.snapshot(late);
     CHECK(s.state == State::Open);
     CHECK(s.totals.expired == 1);
     CHECK(s.consecutive_failures == 2);
     CHECK(s.has_failure);
-    CHECK(s.last_failure_at == late);
+    CHECK(s.last_failure_at == t + 5 * kS);  // the deadline
+    CHECK(s.state_since == t + 5 * kS);
     CHECK(s.consecutive_opens == 2);
     CHECK(s.totals.times_opened == 2);
     CHECK(s.totals.rejected == 3);
@@ -559,7 +564,7 @@ TEST_CASE("without half_open_max_wait probes never expire", "[breaker][expiry]")
   const Nanos much_later = 1000000 * kS;
   const Admission a = b.acquire(much_later);
   CHECK(a.rejection == Rejection::HalfOpenFull);
-  CHECK(a.retry_after == 0);
+  CHECK(a.retry_after == cb::kUnknownWait);
   CHECK(state_at(b, much_later) == State::HalfOpen);
   b.record(p, Outcome::Success, much_later);
   CHECK(state_at(b, much_later) == State::Closed);
@@ -582,9 +587,9 @@ TEST_CASE("stale generations update counters only", "[breaker][generation]") {
     CHECK(s.totals.late == 1);
     CHECK(s.totals.calls == 3);
     CHECK(s.totals.failures == 3);
-    CHECK(s.consecutive_failures == 2);   // unchanged
-    CHECK(s.last_failure_at == kS);       // unchanged
-    CHECK(s.retry_after == 29 * kS);      // the timer did not restart
+    CHECK(s.consecutive_failures == 2);  // unchanged
+    CHECK(s.last_failure_at == kS);      // unchanged
+    CHECK(s.retry_after == 29 * kS);     // the timer did not restart
     b.record(p3, Outcome::Success, 2 * kS);
     s = b.snapshot(2 * kS);
     CHECK(s.totals.late == 2);
@@ -692,7 +697,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   c.failure_threshold = 1;
   c.recovery_timeout = 10;
   c.jitter = 0.5;
-  c.seed = 12345;
+  c.rng_seed = 12345;
 
   auto durations = [](const Config& config, int n) {
     Breaker b(settings_of(config), 0);
@@ -707,7 +712,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   };
 
   const std::vector<Nanos> d = durations(c, 200);
-  std::uint64_t rng = c.seed;
+  std::uint64_t rng = *c.rng_seed;
   Nanos lo = cb::kNever, hi = 0;
   for (std::size_t i = 0; i < d.size(); ++i) {
     const double u = cb::uniform01(rng);
@@ -723,7 +728,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   CHECK(lo < 6 * kS);  // the draws do spread over the range
   CHECK(hi > 9 * kS);
   CHECK(durations(c, 200) == d);  // same seed, same durations
-  c.seed = 54321;
+  c.rng_seed = 54321;
   CHECK(durations(c, 200) != d);
 
   SECTION("jitter 1: anywhere in (0, recovery_timeout]") {
@@ -735,7 +740,7 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
   }
   SECTION("jitter 0 does not draw from the generator") {
     c.jitter = 0;
-    c.seed = 12345;
+    c.rng_seed = 12345;
     Breaker b(settings_of(c), 0);
     call(b, Outcome::Failure, 0);
     Nanos t = 0;
@@ -745,7 +750,53 @@ TEST_CASE("jitter shortens the open duration by up to `jitter`, deterministicall
     jittery.jitter = 0.5;
     b.reconfigure(settings_of(jittery), t);
     t = probe(b, t, Outcome::Failure);
-    CHECK(b.snapshot(t).open_duration == d[0]);  // the first draw of the seed
+    CHECK(b.snapshot(t).open_duration ==
+          d[0]);  // the first draw of the rng_seed: reseeded
+  }
+}
+
+TEST_CASE("the jitter generator is seeded on construction and on every reconfigure",
+          "[breaker][jitter]") {
+  // Created with jitter 0, reconfigured to jitter 0.9: without an rng_seed
+  // each breaker draws its own seed (an old build used one fixed default
+  // seed, so every such breaker opened for exactly the same time).
+  Config plain;
+  plain.failure_threshold = 1;
+  plain.recovery_timeout = 100;
+  Config jittery = plain;
+  jittery.jitter = 0.9;
+  auto open_duration = [&](const Config& created, const Config& then) {
+    Breaker b(settings_of(created), 0);
+    b.reconfigure(settings_of(then), 0);
+    call(b, Outcome::Failure, 0);
+    REQUIRE(state_at(b, 0) == State::Open);
+    return b.snapshot(0).open_duration;
+  };
+  SECTION("no rng_seed: different durations") {
+    const Nanos a = open_duration(plain, jittery);
+    const Nanos b = open_duration(plain, jittery);
+    const Nanos c = open_duration(plain, jittery);
+    CHECK(!(a == b && b == c));
+    CHECK((a != b && b != c && a != c));
+  }
+  SECTION("the same rng_seed: the same durations, the generator's first draw") {
+    jittery.rng_seed = 777;
+    const Nanos a = open_duration(plain, jittery);
+    CHECK(open_duration(plain, jittery) == a);
+    CHECK(open_duration(plain, jittery) == a);
+    std::uint64_t rng = 777;
+    CHECK(a == static_cast<Nanos>(100e9 * (1 - 0.9 * cb::uniform01(rng)) + 0.5));
+  }
+  SECTION("an rng_seed given at creation is applied again on reconfigure") {
+    Config seeded = jittery;
+    seeded.rng_seed = 99;
+    Breaker b(settings_of(seeded), 0);
+    call(b, Outcome::Failure, 0);
+    const Nanos first = b.snapshot(0).open_duration;
+    b.reset(1);
+    b.reconfigure(settings_of(seeded), 1);  // the generator starts over
+    call(b, Outcome::Failure, 1);
+    CHECK(b.snapshot(1).open_duration == first);
   }
 }
 
@@ -806,7 +857,7 @@ TEST_CASE("ramp-up after closing admits a growing share of calls", "[breaker][ra
   SECTION("a trip ends the ramp; the next close starts a new one") {
     b.note(Outcome::Failure, t + kS);
     CHECK(state_at(b, t + kS) == State::Open);
-    b.note(Outcome::Success, t + kS);  // the seed's on_success() closes
+    b.note(Outcome::Success, t + kS);  // the R6 class's on_success() closes
     CHECK(state_at(b, t + kS) == State::Closed);
     CHECK(b.snapshot(t + 2 * kS).ramp_share == 0.1);
     CHECK(b.acquire(t + kS).rejection == Rejection::RampUp);
@@ -881,9 +932,9 @@ TEST_CASE("force_open, disable and reset", "[breaker][manual]") {
     CHECK(s.consecutive_failures == 0);
     CHECK(s.consecutive_opens == 0);
     CHECK(s.window.calls == 0);
-    CHECK(s.has_failure);            // history
-    CHECK(s.last_failure_at == 1);   // history
-    CHECK(s.totals.failures == 5);   // history
+    CHECK(s.has_failure);           // history
+    CHECK(s.last_failure_at == 1);  // history
+    CHECK(s.totals.failures == 5);  // history
   }
   SECTION("reset while CLOSED empties the window and bumps the generation") {
     call(b, Outcome::Failure, 1);
@@ -897,7 +948,7 @@ TEST_CASE("force_open, disable and reset", "[breaker][manual]") {
   }
 }
 
-TEST_CASE("note(): the seed's on_success / on_failure", "[breaker][note]") {
+TEST_CASE("note(): the R6 class's on_success / on_failure", "[breaker][note]") {
   Config c;
   c.failure_threshold = 2;
   c.recovery_timeout = 10;
@@ -975,7 +1026,8 @@ TEST_CASE("note(): the seed's on_success / on_failure", "[breaker][note]") {
   }
 }
 
-TEST_CASE("reconfigure keeps the state and applies the new rules", "[breaker][reconfigure]") {
+TEST_CASE("reconfigure keeps the state and applies the new rules",
+          "[breaker][reconfigure]") {
   Config c;
   c.failure_threshold = std::numeric_limits<double>::infinity();
   c.failure_rate_threshold = 0.9;
@@ -1331,8 +1383,10 @@ TEST_CASE("backoff of a zero recovery_timeout stays zero (no 0 * Inf = NaN)",
   CHECK(s.retry_after == 0);
 }
 
-TEST_CASE("lowering half_open_max_calls to the probe successes so far closes "
-          "the breaker", "[breaker][reconfigure]") {
+TEST_CASE(
+    "lowering half_open_max_calls to the probe successes so far closes "
+    "the breaker",
+    "[breaker][reconfigure]") {
   // With no probe in flight and probe_successes >= the new limit, every
   // acquire is HalfOpenFull (retry_after 0) and nothing can close or re-open
   // the breaker: probes neither succeed nor expire.

@@ -37,7 +37,8 @@ struct Case {
 
 // Applies each change to a valid base configuration and expects `field` to
 // be blamed (or nothing, when `field` is empty).
-void expect_all(const Config& base, const std::vector<Case>& cases, const std::string& field) {
+void expect_all(const Config& base, const std::vector<Case>& cases,
+                const std::string& field) {
   REQUIRE(blamed(base).empty());
   for (const Case& k : cases) {
     Config c = base;
@@ -55,7 +56,7 @@ Config time_window() {
 
 }  // namespace
 
-TEST_CASE("validate accepts the defaults (the seed's settings)", "[config]") {
+TEST_CASE("validate accepts the defaults (the R6 class's settings)", "[config]") {
   const Config c;
   CHECK_FALSE(cb::validate(c));
   CHECK(c.failure_threshold == 5);
@@ -73,214 +74,295 @@ TEST_CASE("validate accepts the defaults (the seed's settings)", "[config]") {
 }
 
 TEST_CASE("validate: failure_threshold", "[config]") {
-  expect_all(Config{}, {
-      {"1", [](Config& c) { c.failure_threshold = 1; }},
-      {"1e6", [](Config& c) { c.failure_threshold = 1e6; }},
-      {"1e300 (whole)", [](Config& c) { c.failure_threshold = 1e300; }},
-      {"+Inf", [](Config& c) { c.failure_threshold = kInf; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.failure_threshold = kNaN; }},
-      {"negative", [](Config& c) { c.failure_threshold = -1; }},
-      {"zero", [](Config& c) { c.failure_threshold = 0; }},
-      {"0.5", [](Config& c) { c.failure_threshold = 0.5; }},
-      {"non-whole", [](Config& c) { c.failure_threshold = 2.5; }},
-      {"-Inf", [](Config& c) { c.failure_threshold = -kInf; }},
-  }, "failure_threshold");
+  expect_all(Config{},
+             {
+                 {"1", [](Config& c) { c.failure_threshold = 1; }},
+                 {"1e6", [](Config& c) { c.failure_threshold = 1e6; }},
+                 {"1e300 (whole)", [](Config& c) { c.failure_threshold = 1e300; }},
+                 {"+Inf", [](Config& c) { c.failure_threshold = kInf; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.failure_threshold = kNaN; }},
+                 {"negative", [](Config& c) { c.failure_threshold = -1; }},
+                 {"zero", [](Config& c) { c.failure_threshold = 0; }},
+                 {"0.5", [](Config& c) { c.failure_threshold = 0.5; }},
+                 {"non-whole", [](Config& c) { c.failure_threshold = 2.5; }},
+                 {"-Inf", [](Config& c) { c.failure_threshold = -kInf; }},
+             },
+             "failure_threshold");
 }
 
 TEST_CASE("validate: recovery_timeout", "[config]") {
-  expect_all(Config{}, {
-      {"zero", [](Config& c) { c.recovery_timeout = 0; }},
-      {"fractional", [](Config& c) { c.recovery_timeout = 0.25; }},
-      {"1e9", [](Config& c) { c.recovery_timeout = 1e9; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.recovery_timeout = kNaN; }},
-      {"negative", [](Config& c) { c.recovery_timeout = -1; }},
-      {"-0.001", [](Config& c) { c.recovery_timeout = -0.001; }},
-      {"Inf", [](Config& c) { c.recovery_timeout = kInf; }},
-      {"above 1e9", [](Config& c) { c.recovery_timeout = 1.5e9; }},
-  }, "recovery_timeout");
+  expect_all(Config{},
+             {
+                 {"zero", [](Config& c) { c.recovery_timeout = 0; }},
+                 {"fractional", [](Config& c) { c.recovery_timeout = 0.25; }},
+                 {"1e9", [](Config& c) { c.recovery_timeout = 1e9; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.recovery_timeout = kNaN; }},
+                 {"negative", [](Config& c) { c.recovery_timeout = -1; }},
+                 {"-0.001", [](Config& c) { c.recovery_timeout = -0.001; }},
+                 {"Inf", [](Config& c) { c.recovery_timeout = kInf; }},
+                 {"above 1e9", [](Config& c) { c.recovery_timeout = 1.5e9; }},
+             },
+             "recovery_timeout");
 }
 
 TEST_CASE("validate: failure_rate_threshold", "[config]") {
-  expect_all(Config{}, {
-      {"1", [](Config& c) { c.failure_rate_threshold = 1; }},
-      {"0.5", [](Config& c) { c.failure_rate_threshold = 0.5; }},
-      {"tiny", [](Config& c) { c.failure_rate_threshold = 1e-12; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.failure_rate_threshold = kNaN; }},
-      {"negative", [](Config& c) { c.failure_rate_threshold = -0.5; }},
-      {"zero", [](Config& c) { c.failure_rate_threshold = 0; }},
-      {"above 1", [](Config& c) { c.failure_rate_threshold = 1.01; }},
-      {"Inf", [](Config& c) { c.failure_rate_threshold = kInf; }},
-  }, "failure_rate_threshold");
+  expect_all(Config{},
+             {
+                 {"1", [](Config& c) { c.failure_rate_threshold = 1; }},
+                 {"0.5", [](Config& c) { c.failure_rate_threshold = 0.5; }},
+                 {"tiny", [](Config& c) { c.failure_rate_threshold = 1e-12; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.failure_rate_threshold = kNaN; }},
+                 {"negative", [](Config& c) { c.failure_rate_threshold = -0.5; }},
+                 {"zero", [](Config& c) { c.failure_rate_threshold = 0; }},
+                 {"above 1", [](Config& c) { c.failure_rate_threshold = 1.01; }},
+                 {"Inf", [](Config& c) { c.failure_rate_threshold = kInf; }},
+             },
+             "failure_rate_threshold");
 }
 
 TEST_CASE("validate: window_size of a count window", "[config]") {
-  expect_all(Config{}, {
-      {"1", [](Config& c) { c.window_size = 1; c.minimum_calls = 1; }},
-      {"1024", [](Config& c) { c.window_size = 1024; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.window_size = kNaN; }},
-      {"negative", [](Config& c) { c.window_size = -10; }},
-      {"zero", [](Config& c) { c.window_size = 0; }},
-      {"non-whole", [](Config& c) { c.window_size = 10.5; }},
-      {"above 1024", [](Config& c) { c.window_size = 1025; }},
-      {"Inf", [](Config& c) { c.window_size = kInf; }},
-  }, "window_size");
+  expect_all(Config{},
+             {
+                 {"1",
+                  [](Config& c) {
+                    c.window_size = 1;
+                    c.minimum_calls = 1;
+                  }},
+                 {"1024", [](Config& c) { c.window_size = 1024; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.window_size = kNaN; }},
+                 {"negative", [](Config& c) { c.window_size = -10; }},
+                 {"zero", [](Config& c) { c.window_size = 0; }},
+                 {"non-whole", [](Config& c) { c.window_size = 10.5; }},
+                 {"above 1024", [](Config& c) { c.window_size = 1025; }},
+                 {"Inf", [](Config& c) { c.window_size = kInf; }},
+             },
+             "window_size");
 }
 
 TEST_CASE("validate: window_size of a time window", "[config]") {
-  expect_all(time_window(), {
-      {"1e-6", [](Config& c) { c.window_size = 1e-6; }},
-      {"fractional", [](Config& c) { c.window_size = 2.5; }},
-      {"1e9", [](Config& c) { c.window_size = 1e9; }},
-      {"5000 (more than a count window may hold)", [](Config& c) { c.window_size = 5000; }},
-  }, "");
-  expect_all(time_window(), {
-      {"NaN", [](Config& c) { c.window_size = kNaN; }},
-      {"negative", [](Config& c) { c.window_size = -1; }},
-      {"zero", [](Config& c) { c.window_size = 0; }},
-      {"below 1e-6", [](Config& c) { c.window_size = 1e-7; }},
-      {"Inf", [](Config& c) { c.window_size = kInf; }},
-      {"above 1e9", [](Config& c) { c.window_size = 2e9; }},
-  }, "window_size");
+  expect_all(time_window(),
+             {
+                 {"1e-6", [](Config& c) { c.window_size = 1e-6; }},
+                 {"fractional", [](Config& c) { c.window_size = 2.5; }},
+                 {"1e9", [](Config& c) { c.window_size = 1e9; }},
+                 {"5000 (more than a count window may hold)",
+                  [](Config& c) { c.window_size = 5000; }},
+             },
+             "");
+  expect_all(time_window(),
+             {
+                 {"NaN", [](Config& c) { c.window_size = kNaN; }},
+                 {"negative", [](Config& c) { c.window_size = -1; }},
+                 {"zero", [](Config& c) { c.window_size = 0; }},
+                 {"below 1e-6", [](Config& c) { c.window_size = 1e-7; }},
+                 {"Inf", [](Config& c) { c.window_size = kInf; }},
+                 {"above 1e9", [](Config& c) { c.window_size = 2e9; }},
+             },
+             "window_size");
 }
 
 TEST_CASE("validate: minimum_calls", "[config]") {
-  expect_all(Config{}, {
-      {"1", [](Config& c) { c.minimum_calls = 1; }},
-      {"= default window size", [](Config& c) { c.minimum_calls = 100; }},
-      {"= window size", [](Config& c) { c.window_size = 10; c.minimum_calls = 10; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.minimum_calls = kNaN; }},
-      {"negative", [](Config& c) { c.minimum_calls = -1; }},
-      {"zero", [](Config& c) { c.minimum_calls = 0; }},
-      {"non-whole", [](Config& c) { c.minimum_calls = 2.5; }},
-      {"Inf", [](Config& c) { c.minimum_calls = kInf; }},
-      {"above the default count window", [](Config& c) { c.minimum_calls = 101; }},
-      {"above the count window", [](Config& c) { c.window_size = 10; c.minimum_calls = 11; }},
-  }, "minimum_calls");
-  expect_all(time_window(), {
-      {"1e9 in a time window", [](Config& c) { c.minimum_calls = 1e9; }},
-      {"500 in a time window", [](Config& c) { c.minimum_calls = 500; }},
-  }, "");
-  expect_all(time_window(), {
-      {"above 1e9", [](Config& c) { c.minimum_calls = 1e9 + 1; }},
-      {"zero", [](Config& c) { c.minimum_calls = 0; }},
-      {"non-whole", [](Config& c) { c.minimum_calls = 0.5; }},
-  }, "minimum_calls");
+  expect_all(Config{},
+             {
+                 {"1", [](Config& c) { c.minimum_calls = 1; }},
+                 {"= default window size", [](Config& c) { c.minimum_calls = 100; }},
+                 {"= window size",
+                  [](Config& c) {
+                    c.window_size = 10;
+                    c.minimum_calls = 10;
+                  }},
+             },
+             "");
+  expect_all(
+      Config{},
+      {
+          {"NaN", [](Config& c) { c.minimum_calls = kNaN; }},
+          {"negative", [](Config& c) { c.minimum_calls = -1; }},
+          {"zero", [](Config& c) { c.minimum_calls = 0; }},
+          {"non-whole", [](Config& c) { c.minimum_calls = 2.5; }},
+          {"Inf", [](Config& c) { c.minimum_calls = kInf; }},
+          {"above the default count window", [](Config& c) { c.minimum_calls = 101; }},
+          {"above the count window",
+           [](Config& c) {
+             c.window_size = 10;
+             c.minimum_calls = 11;
+           }},
+      },
+      "minimum_calls");
+  expect_all(time_window(),
+             {
+                 {"1e9 in a time window", [](Config& c) { c.minimum_calls = 1e9; }},
+                 {"500 in a time window", [](Config& c) { c.minimum_calls = 500; }},
+             },
+             "");
+  expect_all(time_window(),
+             {
+                 {"above 1e9", [](Config& c) { c.minimum_calls = 1e9 + 1; }},
+                 {"zero", [](Config& c) { c.minimum_calls = 0; }},
+                 {"non-whole", [](Config& c) { c.minimum_calls = 0.5; }},
+             },
+             "minimum_calls");
 }
 
 TEST_CASE("validate: slow_call_duration and slow_call_rate_threshold", "[config]") {
-  expect_all(Config{}, {
-      {"duration alone", [](Config& c) { c.slow_call_duration = 0.5; }},
-      {"duration 1e9", [](Config& c) { c.slow_call_duration = 1e9; }},
-      {"both", [](Config& c) { c.slow_call_duration = 2; c.slow_call_rate_threshold = 1; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.slow_call_duration = kNaN; }},
-      {"negative", [](Config& c) { c.slow_call_duration = -1; }},
-      {"zero", [](Config& c) { c.slow_call_duration = 0; }},
-      {"Inf", [](Config& c) { c.slow_call_duration = kInf; }},
-      {"above 1e9", [](Config& c) { c.slow_call_duration = 1.1e9; }},
-  }, "slow_call_duration");
+  expect_all(Config{},
+             {
+                 {"duration alone", [](Config& c) { c.slow_call_duration = 0.5; }},
+                 {"duration 1e9", [](Config& c) { c.slow_call_duration = 1e9; }},
+                 {"both",
+                  [](Config& c) {
+                    c.slow_call_duration = 2;
+                    c.slow_call_rate_threshold = 1;
+                  }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.slow_call_duration = kNaN; }},
+                 {"negative", [](Config& c) { c.slow_call_duration = -1; }},
+                 {"zero", [](Config& c) { c.slow_call_duration = 0; }},
+                 {"Inf", [](Config& c) { c.slow_call_duration = kInf; }},
+                 {"above 1e9", [](Config& c) { c.slow_call_duration = 1.1e9; }},
+             },
+             "slow_call_duration");
   Config with_duration;
   with_duration.slow_call_duration = 1;
-  expect_all(with_duration, {
-      {"NaN", [](Config& c) { c.slow_call_rate_threshold = kNaN; }},
-      {"negative", [](Config& c) { c.slow_call_rate_threshold = -0.1; }},
-      {"zero", [](Config& c) { c.slow_call_rate_threshold = 0; }},
-      {"above 1", [](Config& c) { c.slow_call_rate_threshold = 2; }},
-      {"Inf", [](Config& c) { c.slow_call_rate_threshold = kInf; }},
-      {"without a duration",
-       [](Config& c) { c.slow_call_duration.reset(); c.slow_call_rate_threshold = 0.5; }},
-  }, "slow_call_rate_threshold");
+  expect_all(with_duration,
+             {
+                 {"NaN", [](Config& c) { c.slow_call_rate_threshold = kNaN; }},
+                 {"negative", [](Config& c) { c.slow_call_rate_threshold = -0.1; }},
+                 {"zero", [](Config& c) { c.slow_call_rate_threshold = 0; }},
+                 {"above 1", [](Config& c) { c.slow_call_rate_threshold = 2; }},
+                 {"Inf", [](Config& c) { c.slow_call_rate_threshold = kInf; }},
+                 {"without a duration",
+                  [](Config& c) {
+                    c.slow_call_duration.reset();
+                    c.slow_call_rate_threshold = 0.5;
+                  }},
+             },
+             "slow_call_rate_threshold");
 }
 
 TEST_CASE("validate: half_open_max_calls and half_open_max_wait", "[config]") {
-  expect_all(Config{}, {
-      {"calls 1", [](Config& c) { c.half_open_max_calls = 1; }},
-      {"calls 32", [](Config& c) { c.half_open_max_calls = 32; }},
-      {"wait", [](Config& c) { c.half_open_max_wait = 0.001; }},
-      {"wait 1e9", [](Config& c) { c.half_open_max_wait = 1e9; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.half_open_max_calls = kNaN; }},
-      {"negative", [](Config& c) { c.half_open_max_calls = -1; }},
-      {"zero", [](Config& c) { c.half_open_max_calls = 0; }},
-      {"non-whole", [](Config& c) { c.half_open_max_calls = 1.5; }},
-      {"above 32", [](Config& c) { c.half_open_max_calls = 33; }},
-      {"Inf", [](Config& c) { c.half_open_max_calls = kInf; }},
-  }, "half_open_max_calls");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.half_open_max_wait = kNaN; }},
-      {"negative", [](Config& c) { c.half_open_max_wait = -1; }},
-      {"zero", [](Config& c) { c.half_open_max_wait = 0; }},
-      {"Inf", [](Config& c) { c.half_open_max_wait = kInf; }},
-      {"above 1e9", [](Config& c) { c.half_open_max_wait = 1e10; }},
-  }, "half_open_max_wait");
+  expect_all(Config{},
+             {
+                 {"calls 1", [](Config& c) { c.half_open_max_calls = 1; }},
+                 {"calls 32", [](Config& c) { c.half_open_max_calls = 32; }},
+                 {"wait", [](Config& c) { c.half_open_max_wait = 0.001; }},
+                 {"wait 1e9", [](Config& c) { c.half_open_max_wait = 1e9; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.half_open_max_calls = kNaN; }},
+                 {"negative", [](Config& c) { c.half_open_max_calls = -1; }},
+                 {"zero", [](Config& c) { c.half_open_max_calls = 0; }},
+                 {"non-whole", [](Config& c) { c.half_open_max_calls = 1.5; }},
+                 {"above 32", [](Config& c) { c.half_open_max_calls = 33; }},
+                 {"Inf", [](Config& c) { c.half_open_max_calls = kInf; }},
+             },
+             "half_open_max_calls");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.half_open_max_wait = kNaN; }},
+                 {"negative", [](Config& c) { c.half_open_max_wait = -1; }},
+                 {"zero", [](Config& c) { c.half_open_max_wait = 0; }},
+                 {"Inf", [](Config& c) { c.half_open_max_wait = kInf; }},
+                 {"above 1e9", [](Config& c) { c.half_open_max_wait = 1e10; }},
+             },
+             "half_open_max_wait");
 }
 
 TEST_CASE("validate: backoff_multiplier and max_recovery_timeout", "[config]") {
-  expect_all(Config{}, {
-      {"backoff 1", [](Config& c) { c.backoff_multiplier = 1; }},
-      {"backoff 1.5", [](Config& c) { c.backoff_multiplier = 1.5; }},
-      {"backoff 1e6", [](Config& c) { c.backoff_multiplier = 1e6; }},
-      {"cap = recovery_timeout", [](Config& c) { c.max_recovery_timeout = 30; }},
-      {"cap 1e9", [](Config& c) { c.max_recovery_timeout = 1e9; }},
-      {"cap 0 with timeout 0",
-       [](Config& c) { c.recovery_timeout = 0; c.max_recovery_timeout = 0; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.backoff_multiplier = kNaN; }},
-      {"negative", [](Config& c) { c.backoff_multiplier = -2; }},
-      {"zero", [](Config& c) { c.backoff_multiplier = 0; }},
-      {"below 1", [](Config& c) { c.backoff_multiplier = 0.99; }},
-      {"Inf", [](Config& c) { c.backoff_multiplier = kInf; }},
-      {"above 1e6", [](Config& c) { c.backoff_multiplier = 1e6 + 1; }},
-  }, "backoff_multiplier");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.max_recovery_timeout = kNaN; }},
-      {"negative", [](Config& c) { c.max_recovery_timeout = -1; }},
-      {"zero (below recovery_timeout)", [](Config& c) { c.max_recovery_timeout = 0; }},
-      {"Inf", [](Config& c) { c.max_recovery_timeout = kInf; }},
-      {"above 1e9", [](Config& c) { c.max_recovery_timeout = 2e9; }},
-      {"below recovery_timeout", [](Config& c) { c.max_recovery_timeout = 29.5; }},
-  }, "max_recovery_timeout");
+  expect_all(
+      Config{},
+      {
+          {"backoff 1", [](Config& c) { c.backoff_multiplier = 1; }},
+          {"backoff 1.5", [](Config& c) { c.backoff_multiplier = 1.5; }},
+          {"backoff 1e6", [](Config& c) { c.backoff_multiplier = 1e6; }},
+          {"cap = recovery_timeout", [](Config& c) { c.max_recovery_timeout = 30; }},
+          {"cap 1e9", [](Config& c) { c.max_recovery_timeout = 1e9; }},
+          {"cap 0 with timeout 0",
+           [](Config& c) {
+             c.recovery_timeout = 0;
+             c.max_recovery_timeout = 0;
+           }},
+      },
+      "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.backoff_multiplier = kNaN; }},
+                 {"negative", [](Config& c) { c.backoff_multiplier = -2; }},
+                 {"zero", [](Config& c) { c.backoff_multiplier = 0; }},
+                 {"below 1", [](Config& c) { c.backoff_multiplier = 0.99; }},
+                 {"Inf", [](Config& c) { c.backoff_multiplier = kInf; }},
+                 {"above 1e6", [](Config& c) { c.backoff_multiplier = 1e6 + 1; }},
+             },
+             "backoff_multiplier");
+  expect_all(
+      Config{},
+      {
+          {"NaN", [](Config& c) { c.max_recovery_timeout = kNaN; }},
+          {"negative", [](Config& c) { c.max_recovery_timeout = -1; }},
+          {"zero (below recovery_timeout)",
+           [](Config& c) { c.max_recovery_timeout = 0; }},
+          {"Inf", [](Config& c) { c.max_recovery_timeout = kInf; }},
+          {"above 1e9", [](Config& c) { c.max_recovery_timeout = 2e9; }},
+          {"below recovery_timeout", [](Config& c) { c.max_recovery_timeout = 29.5; }},
+      },
+      "max_recovery_timeout");
 }
 
 TEST_CASE("validate: jitter", "[config]") {
-  expect_all(Config{}, {
-      {"0", [](Config& c) { c.jitter = 0; }},
-      {"0.5", [](Config& c) { c.jitter = 0.5; }},
-      {"1", [](Config& c) { c.jitter = 1; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.jitter = kNaN; }},
-      {"negative", [](Config& c) { c.jitter = -0.1; }},
-      {"above 1", [](Config& c) { c.jitter = 1.1; }},
-      {"Inf", [](Config& c) { c.jitter = kInf; }},
-  }, "jitter");
+  expect_all(Config{},
+             {
+                 {"0", [](Config& c) { c.jitter = 0; }},
+                 {"0.5", [](Config& c) { c.jitter = 0.5; }},
+                 {"1", [](Config& c) { c.jitter = 1; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.jitter = kNaN; }},
+                 {"negative", [](Config& c) { c.jitter = -0.1; }},
+                 {"above 1", [](Config& c) { c.jitter = 1.1; }},
+                 {"Inf", [](Config& c) { c.jitter = kInf; }},
+             },
+             "jitter");
 }
 
 TEST_CASE("validate: ramp_up", "[config]") {
-  expect_all(Config{}, {
-      {"0", [](Config& c) { c.ramp_up = 0; }},
-      {"10", [](Config& c) { c.ramp_up = 10; }},
-      {"1e9", [](Config& c) { c.ramp_up = 1e9; }},
-  }, "");
-  expect_all(Config{}, {
-      {"NaN", [](Config& c) { c.ramp_up = kNaN; }},
-      {"negative", [](Config& c) { c.ramp_up = -1; }},
-      {"Inf", [](Config& c) { c.ramp_up = kInf; }},
-      {"above 1e9", [](Config& c) { c.ramp_up = 1e10; }},
-  }, "ramp_up");
+  expect_all(Config{},
+             {
+                 {"0", [](Config& c) { c.ramp_up = 0; }},
+                 {"10", [](Config& c) { c.ramp_up = 10; }},
+                 {"1e9", [](Config& c) { c.ramp_up = 1e9; }},
+             },
+             "");
+  expect_all(Config{},
+             {
+                 {"NaN", [](Config& c) { c.ramp_up = kNaN; }},
+                 {"negative", [](Config& c) { c.ramp_up = -1; }},
+                 {"Inf", [](Config& c) { c.ramp_up = kInf; }},
+                 {"above 1e9", [](Config& c) { c.ramp_up = 1e10; }},
+             },
+             "ramp_up");
 }
 
 TEST_CASE("validate reports the first bad field in declaration order", "[config]") {
@@ -325,7 +407,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     CHECK(s.max_recovery_timeout == 1000000000LL * cb::kNanosPerSecond);  // 1e9 s
     CHECK(s.jitter == 0);
     CHECK(s.ramp_up == 0);
-    CHECK(s.seed == Config{}.seed);
+    CHECK_FALSE(s.rng_seed.has_value());
   }
   SECTION("infinite or huge failure_threshold turns the consecutive rule off") {
     Config c;
@@ -388,7 +470,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     c.window_size = 1e9;
     CHECK(cb::make_settings(c).window_bucket == 100000000000000000LL);
   }
-  SECTION("half-open, backoff, jitter, ramp-up, seed") {
+  SECTION("half-open, backoff, jitter, ramp-up, rng_seed") {
     Config c;
     c.half_open_max_calls = 32;
     c.half_open_max_wait = 0.002;
@@ -396,7 +478,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     c.max_recovery_timeout = 300;
     c.jitter = 0.25;
     c.ramp_up = 10;
-    c.seed = 42;
+    c.rng_seed = 42;
     const cb::Settings s = cb::make_settings(c);
     CHECK(s.half_open_max_calls == 32);
     CHECK(s.half_open_max_wait == 2000000);
@@ -404,7 +486,7 @@ TEST_CASE("make_settings converts to nanoseconds and integers", "[config]") {
     CHECK(s.max_recovery_timeout == 300 * cb::kNanosPerSecond);
     CHECK(s.jitter == 0.25);
     CHECK(s.ramp_up == 10 * cb::kNanosPerSecond);
-    CHECK(s.seed == 42);
+    CHECK(s.rng_seed == std::optional<std::uint64_t>(42));
   }
 }
 

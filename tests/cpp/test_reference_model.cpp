@@ -78,7 +78,9 @@ class Rng {
   double unit() { return static_cast<double>(bits() >> 11) * 0x1.0p-53; }  // [0, 1)
   bool chance(double p) { return unit() < p; }
   template <typename T>
-  const T& pick(const std::vector<T>& v) { return v[below(v.size())]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[below(v.size())];
+  }
 
  private:
   std::mt19937_64 g_;
@@ -86,7 +88,6 @@ class Rng {
 
 // ---------------------------------------------------------------------------
 // Random valid configurations.
-
 
 class ConfigGen {
  public:
@@ -106,8 +107,8 @@ class ConfigGen {
       case 2: return scale_ * 0.5;
       case 3: return scale_ * 2;
       case 4: return scale_ * 10;
-      case 5: return 1e-9;    // exactly one nanosecond
-      case 6: return 2.5e-9;  // rounds to 3 ns
+      case 5: return 1e-9;                       // exactly one nanosecond
+      case 6: return 2.5e-9;                     // rounds to 3 ns
       case 7: return allow_zero ? 1e-10 : 1e-9;  // rounds to 0 ns
       case 8: return r_.chance(0.1) ? cb::kMaxSeconds : scale_ * 3;
       default: {
@@ -125,13 +126,16 @@ class ConfigGen {
   }
 
   void roll_failure_threshold(Config& c) {
-    static const std::vector<double> v = {1, 1, 2, 3, 5, 10, 1e300,
-                                          std::numeric_limits<double>::infinity()};
+    static const std::vector<double> v = {
+        1, 1, 2, 3, 5, 10, 1e300, std::numeric_limits<double>::infinity()};
     c.failure_threshold = r_.pick(v);
   }
   void roll_recovery(Config& c) { c.recovery_timeout = duration(true); }
   void roll_rate(Config& c) {
-    if (r_.chance(0.45)) c.failure_rate_threshold.reset(); else c.failure_rate_threshold = rate();
+    if (r_.chance(0.45))
+      c.failure_rate_threshold.reset();
+    else
+      c.failure_rate_threshold = rate();
   }
   void roll_window(Config& c) {
     c.window_type = r_.chance(0.5) ? WindowType::Count : WindowType::Time;
@@ -139,10 +143,12 @@ class ConfigGen {
     if (c.window_type == WindowType::Count) {
       static const std::vector<double> v = {1, 2, 3, 4, 5, 10, 20, 100, 1024};
       if (r_.chance(0.85)) {
-        c.window_size = r_.chance(0.6) ? r_.pick(v) : static_cast<double>(r_.range(1, 64));
+        c.window_size =
+            r_.chance(0.6) ? r_.pick(v) : static_cast<double>(r_.range(1, 64));
       }
     } else if (r_.chance(0.85)) {
-      const double options[] = {1e-6, scale_, scale_ * 2, scale_ * 10, scale_ * 20 * r_.unit()};
+      const double options[] = {1e-6, scale_, scale_ * 2, scale_ * 10,
+                                scale_ * 20 * r_.unit()};
       double w = options[r_.below(5)];
       if (w < 1e-6) w = 1e-6;
       if (w > cb::kMaxSeconds) w = cb::kMaxSeconds;
@@ -155,11 +161,14 @@ class ConfigGen {
     if (r_.chance(0.25)) return;
     if (c.window_type == WindowType::Count) {
       const double size = cb::effective_window_size(c);
-      const double m = r_.chance(0.5) ? static_cast<double>(r_.range(1, 5))
-                                      : static_cast<double>(r_.range(1, static_cast<std::int64_t>(size)));
+      const double m =
+          r_.chance(0.5)
+              ? static_cast<double>(r_.range(1, 5))
+              : static_cast<double>(r_.range(1, static_cast<std::int64_t>(size)));
       c.minimum_calls = m > size ? size : m;
     } else {
-      c.minimum_calls = static_cast<double>(r_.chance(0.5) ? r_.range(1, 5) : r_.range(1, 40));
+      c.minimum_calls =
+          static_cast<double>(r_.chance(0.5) ? r_.range(1, 5) : r_.range(1, 40));
     }
   }
   void roll_slow(Config& c) {
@@ -171,8 +180,12 @@ class ConfigGen {
   }
   void roll_half_open(Config& c) {
     static const std::vector<double> v = {1, 1, 2, 3, 5, 32};
-    c.half_open_max_calls = r_.chance(0.7) ? r_.pick(v) : static_cast<double>(r_.range(1, 32));
-    if (r_.chance(0.4)) c.half_open_max_wait.reset(); else c.half_open_max_wait = duration(false);
+    c.half_open_max_calls =
+        r_.chance(0.7) ? r_.pick(v) : static_cast<double>(r_.range(1, 32));
+    if (r_.chance(0.4))
+      c.half_open_max_wait.reset();
+    else
+      c.half_open_max_wait = duration(false);
   }
   void roll_backoff(Config& c) {
     static const std::vector<double> v = {1, 1, 1.5, 2, 3, 10, 1e6};
@@ -180,8 +193,8 @@ class ConfigGen {
     c.max_recovery_timeout.reset();
     if (r_.chance(0.5)) {
       const double options[] = {c.recovery_timeout, c.recovery_timeout * 2,
-                                c.recovery_timeout * 10, c.recovery_timeout + duration(true),
-                                cb::kMaxSeconds};
+                                c.recovery_timeout * 10,
+                                c.recovery_timeout + duration(true), cb::kMaxSeconds};
       double m = options[r_.below(5)];
       if (m > cb::kMaxSeconds) m = cb::kMaxSeconds;
       if (m < c.recovery_timeout) m = c.recovery_timeout;
@@ -191,12 +204,15 @@ class ConfigGen {
     c.jitter = r_.chance(0.8) ? r_.pick(j) : r_.unit();
   }
   void roll_ramp(Config& c) { c.ramp_up = r_.chance(0.5) ? 0.0 : duration(true); }
-  void roll_seed(Config& c) { c.seed = r_.bits(); }
+  void roll_seed(Config& c) { c.rng_seed = r_.bits(); }
 
   Config fresh() {
     if (r_.chance(0.3)) new_scale();
     Config c;
-    if (r_.chance(0.03)) return c;  // the seed's defaults
+    if (r_.chance(0.03)) {  // the defaults (of the article's R6 class), seeded
+      roll_seed(c);
+      return c;
+    }
     roll_failure_threshold(c);
     roll_recovery(c);
     roll_rate(c);
@@ -233,6 +249,7 @@ class ConfigGen {
  private:
   // Makes a drawn configuration valid (the draws above almost always are).
   Config fix(Config c) {
+    if (!c.rng_seed) roll_seed(c);  // the model needs a known seed
     if (c.max_recovery_timeout && *c.max_recovery_timeout < c.recovery_timeout) {
       c.max_recovery_timeout = c.recovery_timeout;
     }
@@ -256,21 +273,31 @@ class ConfigGen {
 // ---------------------------------------------------------------------------
 // The operations of a scenario, kept so that a failure can be printed.
 
-enum class OpType { Acquire, Record, Release, Note, Advance, Reset, ForceOpen, Disable, Reconfigure };
+enum class OpType {
+  Acquire,
+  Record,
+  Release,
+  Note,
+  Advance,
+  Reset,
+  ForceOpen,
+  Disable,
+  Reconfigure
+};
 
 struct Op {
   OpType type = OpType::Acquire;
   Nanos now = 0;
-  std::size_t permit = 0;     // permit id (Record, Release; the new id for Acquire)
-  bool permitted = false;     // Acquire: the breaker's answer
+  std::size_t permit = 0;        // permit id (Record, Release; the new id for Acquire)
+  bool permitted = false;        // Acquire: the breaker's answer
   bool model_permitted = false;  // Acquire: the model's answer
   Outcome outcome = Outcome::Success;
-  Nanos value = 0;            // Advance: by how much; Record: open_for
-  std::size_t config = 0;     // Reconfigure: index into the scenario's configs
-  std::uint64_t after = 0;    // the transitions_since query made after the op
+  Nanos value = 0;         // Advance: by how much; Record: open_for; Acquire: probe_lease
+  bool recorded = false;   // Record, Note: what the breaker returned
+  std::size_t config = 0;  // Reconfigure: index into the scenario's configs
+  std::uint64_t after = 0;  // the transitions_since query made after the op
   std::size_t max = 0;
 };
-
 
 struct Held {
   std::size_t id = 0;
@@ -284,6 +311,7 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
   switch (op.type) {
     case OpType::Acquire:
       o << "acquire";
+      if (op.value != cb::kNever) o << "(probe_lease=" << op.value << ")";
       if (op.permitted != op.model_permitted) {
         o << (op.permitted ? " -> permitted by the breaker, rejected by the model"
                            : " -> rejected by the breaker, permitted by the model");
@@ -291,7 +319,8 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
         const cbmodel::Permit& p = all_permits[op.permit].model;
         o << " -> P" << op.permit << " (" << kind_name(p.kind) << ", generation "
           << p.generation;
-        if (p.kind == cbmodel::Kind::Probe) o << ", lease " << p.lease << ", slot " << p.slot;
+        if (p.kind == cbmodel::Kind::Probe)
+          o << ", lease " << p.lease << ", slot " << p.slot;
         o << ")";
       } else {
         o << " -> rejected";
@@ -300,10 +329,13 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
     case OpType::Record:
       o << "record(P" << op.permit << ", " << outcome_name(op.outcome);
       if (op.value != -1) o << ", open_for=" << op.value;
-      o << ")";
+      o << ") -> " << (op.recorded ? "recorded" : "not recorded");
       break;
     case OpType::Release: o << "release(P" << op.permit << ")"; break;
-    case OpType::Note: o << "note(" << outcome_name(op.outcome) << ")"; break;
+    case OpType::Note:
+      o << "note(" << outcome_name(op.outcome) << ") -> "
+        << (op.recorded ? "recorded" : "not recorded");
+      break;
     case OpType::Advance: o << "advance clock by " << op.value; break;
     case OpType::Reset: o << "reset()"; break;
     case OpType::ForceOpen: o << "force_open()"; break;
@@ -314,7 +346,6 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
   return o.str();
 }
 
-
 // ---------------------------------------------------------------------------
 // One scenario.
 
@@ -324,13 +355,20 @@ struct Stats {
   std::uint64_t rejections[5] = {};
   std::uint64_t expired = 0, late = 0, slow = 0, ramp_partial = 0;
   std::uint64_t boundary_not_yet = 0;  // acquire at exactly opened_at + open_duration
+  std::uint64_t leased_probes = 0;  // probes given a deadline by the probe_lease argument
+  std::uint64_t late_expiry = 0;    // an expiry noticed after its re-opening ended:
+                                    // the same acquire is admitted as a new probe
+  std::uint64_t unknown_wait = 0;   // HALF_OPEN_FULL rejections with kUnknownWait
+  std::uint64_t not_recorded = 0;   // record() / note() that returned false
 };
 
 class Scenario {
  public:
   Scenario(std::uint64_t run_seed, std::uint64_t index)
-      : run_seed_(run_seed), index_(index),
-        rng_(run_seed ^ (0x9e3779b97f4a7c15ULL * (index + 1))), gen_(rng_) {}
+      : run_seed_(run_seed),
+        index_(index),
+        rng_(run_seed ^ (0x9e3779b97f4a7c15ULL * (index + 1))),
+        gen_(rng_) {}
 
   // Runs up to `budget` operations; returns false on a divergence (after
   // printing it).
@@ -339,7 +377,9 @@ class Scenario {
     const std::uint64_t length = static_cast<std::uint64_t>(rng_.range(200, 4000));
     const std::uint64_t n = length < budget ? length : budget;
 
-    now_ = rng_.chance(0.2) ? 0 : rng_.range(0, rng_.chance(0.5) ? 1000000000000 : 1000000000000000);
+    now_ = rng_.chance(0.2)
+               ? 0
+               : rng_.range(0, rng_.chance(0.5) ? 1000000000000 : 1000000000000000);
     start_ = now_;
     cb::Breaker breaker(cb::make_settings(configs_[0]), now_);
     cbmodel::Model model(configs_[0], now_);
@@ -370,16 +410,30 @@ class Scenario {
     // FORCED_OPEN and DISABLED last until reset(): leave them sooner than the
     // plain weights would, so that most operations meet the automatic states.
     const State st = model_->state();
-    if ((st == State::ForcedOpen || st == State::Disabled) && rng_.chance(0.04)) dice = 960;
+    if ((st == State::ForcedOpen || st == State::Disabled) && rng_.chance(0.04))
+      dice = 960;
     cb::Admission real_adm;
     cbmodel::Admission model_adm;
     bool admitted_op = false;
+    bool returned = false, model_recorded = false;  // Record / Note
 
     if (dice < 300 || (dice < 600 && outstanding_.empty())) {
       op.type = OpType::Acquire;
       const cb::Snapshot before = breaker_->snapshot(now_);
-      real_adm = breaker_->acquire(now_);
-      model_adm = model_->acquire(now_);
+      const Nanos expiry = model_->earliest_probe_deadline();
+      op.value = probe_lease();
+      real_adm = breaker_->acquire(now_, op.value);
+      model_adm = model_->acquire(now_, op.value);
+      if (before.state == State::HalfOpen && expiry != cb::kNever && now_ > expiry &&
+          model_adm.permitted) {
+        ++stats.late_expiry;
+      }
+      if (real_adm.retry_after == cb::kUnknownWait) ++stats.unknown_wait;
+      if (model_adm.permitted && model_adm.permit.kind == cbmodel::Kind::Probe &&
+          op.value != cb::kNever && op.value >= 0 &&
+          model_->settings().half_open_max_wait == cb::kNever) {
+        ++stats.leased_probes;
+      }
       admitted_op = true;
       op.permitted = real_adm.permitted;
       op.model_permitted = model_adm.permitted;
@@ -402,11 +456,13 @@ class Scenario {
       op.type = OpType::Record;
       op.permit = take_permit();
       const std::uint64_t o = rng_.below(100);
-      op.outcome = o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
+      op.outcome =
+          o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
       op.value = open_for();
       const Held& h = permits_[op.permit];
-      breaker_->record(h.real, op.outcome, now_, op.value);
-      model_->record(h.model, op.outcome, now_, op.value);
+      op.recorded = breaker_->record(h.real, op.outcome, now_, op.value);
+      model_recorded = model_->record(h.model, op.outcome, now_, op.value);
+      returned = true;
     } else if (dice < 650) {
       op.type = OpType::Release;
       op.permit = take_permit();
@@ -416,9 +472,11 @@ class Scenario {
     } else if (dice < 700) {
       op.type = OpType::Note;
       const std::uint64_t o = rng_.below(100);
-      op.outcome = o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
-      breaker_->note(op.outcome, now_);
-      model_->note(op.outcome, now_);
+      op.outcome =
+          o < 45 ? Outcome::Success : (o < 90 ? Outcome::Failure : Outcome::Ignored);
+      op.recorded = breaker_->note(op.outcome, now_);
+      model_recorded = model_->note(op.outcome, now_);
+      returned = true;
     } else if (dice < 955) {
       op.type = OpType::Advance;
       op.value = advance_by();
@@ -447,15 +505,42 @@ class Scenario {
 
     // The transition log query made after every operation.
     const std::uint64_t last = model_->snapshot(now_).last_transition;
-    op.after = rng_.chance(0.1) ? rng_.below(last + 3) : (last > 5 ? last - rng_.below(6) : 0);
+    op.after =
+        rng_.chance(0.1) ? rng_.below(last + 3) : (last > 5 ? last - rng_.below(6) : 0);
     op.max = static_cast<std::size_t>(rng_.chance(0.8) ? 40 : rng_.below(40));
     ops_.push_back(op);
-    return check(admitted_op ? &real_adm : nullptr, admitted_op ? &model_adm : nullptr);
+    if (returned && !op.recorded) ++stats.not_recorded;
+    std::string extra;
+    if (returned && op.recorded != model_recorded) {
+      extra = std::string("  recorded: breaker ") + show(op.recorded) + ", model " +
+              show(model_recorded) + "\n";
+    }
+    return check(admitted_op ? &real_adm : nullptr, admitted_op ? &model_adm : nullptr,
+                 extra);
+  }
+
+  // The probe_lease argument of an acquire: mostly none (kNever), else a
+  // lease around the scenario's timeouts, 0, or a negative value (none).
+  Nanos probe_lease() {
+    if (rng_.chance(0.5)) return cb::kNever;
+    const cb::Settings& s = model_->settings();
+    switch (rng_.below(8)) {
+      case 0: return 0;
+      case 1: return 1;
+      case 2: return -1;
+      case 3: return s.recovery_timeout;
+      case 4: return s.recovery_timeout / 2 + 1;
+      case 5:
+        return rng_.range(0, 2 * (s.recovery_timeout > 0 ? s.recovery_timeout : 10));
+      case 6: return kClockLimit;  // saturates far beyond any clock reading
+      default: return rng_.range(0, 1000000);
+    }
   }
 
   void tally_transitions(Stats& stats) {
     cb::Transition log[cb::TransitionLog::kCapacity];
-    const std::size_t k = breaker_->transitions_since(seen_seq_, log, cb::TransitionLog::kCapacity);
+    const std::size_t k =
+        breaker_->transitions_since(seen_seq_, log, cb::TransitionLog::kCapacity);
     for (std::size_t i = 0; i < k; ++i) {
       ++stats.transitions[static_cast<int>(log[i].from)][static_cast<int>(log[i].to)];
       seen_seq_ = log[i].seq;
@@ -477,7 +562,8 @@ class Scenario {
       return static_cast<std::size_t>(rng_.below(permits_.size()));
     }
     // Mostly the oldest ones first, like calls finishing; sometimes any.
-    const std::size_t i = rng_.chance(0.5) ? 0 : static_cast<std::size_t>(rng_.below(outstanding_.size()));
+    const std::size_t i =
+        rng_.chance(0.5) ? 0 : static_cast<std::size_t>(rng_.below(outstanding_.size()));
     const std::size_t id = outstanding_[i];
     outstanding_.erase(outstanding_.begin() + static_cast<std::ptrdiff_t>(i));
     return id;
@@ -501,7 +587,8 @@ class Scenario {
   Nanos advance_by() {
     const cb::Settings& s = model_->settings();
     std::vector<Nanos> exact = {0, 1, 2, s.recovery_timeout, s.recovery_timeout + 1};
-    std::vector<Nanos> scales = {s.recovery_timeout, model_->snapshot(now_).open_duration};
+    std::vector<Nanos> scales = {s.recovery_timeout,
+                                 model_->snapshot(now_).open_duration};
     const State st = model_->state();
     if (st == State::Open) {
       const Nanos left = model_->open_deadline() - now_;
@@ -514,12 +601,21 @@ class Scenario {
       exact.push_back(s.half_open_max_wait);
       exact.push_back(s.half_open_max_wait + 1);
       scales.push_back(s.half_open_max_wait);
-      if (st == State::HalfOpen && model_->oldest_probe_start() != cb::kNever) {
-        const Nanos left = model_->oldest_probe_start() + s.half_open_max_wait - now_;
-        if (left >= 0) {
-          for (int k = 0; k < 3; ++k) exact.push_back(left);
-          for (int k = 0; k < 3; ++k) exact.push_back(left + 1);
-        }
+    }
+    const Nanos expiry = model_->earliest_probe_deadline();
+    if (st == State::HalfOpen && expiry != cb::kNever && expiry >= now_) {
+      const Nanos left = expiry - now_;
+      for (int k = 0; k < 3; ++k) exact.push_back(left);  // exactly at the deadline
+      for (int k = 0; k < 3; ++k) exact.push_back(left + 1);
+      // Noticed late: around the end of the re-opening the expiry causes
+      // (as of the deadline), and well past it.
+      const Nanos reopen =
+          model_->duration(model_->snapshot(now_).consecutive_opens + 1, 1, -1);
+      if (reopen < kClockLimit / 4) {
+        exact.push_back(left + reopen);
+        exact.push_back(left + reopen + 1);
+        exact.push_back(left + reopen + 2);
+        exact.push_back(left + 3 * reopen + 1);
       }
     }
     if (s.slow_tracking) {
@@ -563,12 +659,13 @@ class Scenario {
     return dt;
   }
 
-  bool check(const cb::Admission* real_adm, const cbmodel::Admission* model_adm) {
+  bool check(const cb::Admission* real_adm, const cbmodel::Admission* model_adm,
+             const std::string& extra = std::string()) {
     const Op* op = ops_.empty() ? nullptr : &ops_.back();
     const std::uint64_t after = op ? op->after : 0;
     const std::size_t max = op ? op->max : 40;
     const std::string diff =
-        compare_all(*breaker_, *model_, now_, real_adm, model_adm, after, max);
+        extra + compare_all(*breaker_, *model_, now_, real_adm, model_adm, after, max);
     if (diff.empty()) return true;
     report(diff);
     return false;
@@ -614,8 +711,8 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
   const std::uint64_t seed = env_u64("CB_MODEL_SEED", kDefaultSeed, &seed_set);
   const std::uint64_t total = env_u64("CB_MODEL_OPS", kDefaultOps);
   const std::uint64_t only = env_u64("CB_MODEL_SCENARIO", 0, &scenario_set);
-  std::printf("reference model: CB_MODEL_SEED=%" PRIu64 "%s, CB_MODEL_OPS=%" PRIu64 "\n", seed,
-              seed_set ? "" : " (default)", total);
+  std::printf("reference model: CB_MODEL_SEED=%" PRIu64 "%s, CB_MODEL_OPS=%" PRIu64 "\n",
+              seed, seed_set ? "" : " (default)", total);
   std::fflush(stdout);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -636,10 +733,11 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
       }
     }
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::printf("reference model: %" PRIu64 " operations in %" PRIu64
-              " scenarios, %" PRIu64 " divergences, %.2f s\n",
+  std::printf("reference model: %" PRIu64 " operations in %" PRIu64 " scenarios, %" PRIu64
+              " divergences, %.2f s\n",
               stats.ops, stats.scenarios + (ok ? 0 : 1), stats.divergences, secs);
   if (ok) {
     std::printf("  rejections: open %" PRIu64 " (at exactly the deadline %" PRIu64
@@ -647,14 +745,19 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
                 "; acquires while ramping %" PRIu64 "\n",
                 stats.rejections[1], stats.boundary_not_yet, stats.rejections[2],
                 stats.rejections[3], stats.rejections[4], stats.ramp_partial);
-    std::printf("  expired probes %" PRIu64 ", late results %" PRIu64 ", slow calls %" PRIu64
-                "\n  transitions:",
-                stats.expired, stats.late, stats.slow);
+    std::printf("  expired probes %" PRIu64
+                " (noticed after their re-opening ended %" PRIu64
+                "), probes leased by the caller %" PRIu64 ", unknown waits %" PRIu64
+                ", late results %" PRIu64 ", slow calls %" PRIu64
+                ", not recorded %" PRIu64 "\n  transitions:",
+                stats.expired, stats.late_expiry, stats.leased_probes, stats.unknown_wait,
+                stats.late, stats.slow, stats.not_recorded);
     for (int from = 0; from < cb::kStateCount; ++from) {
       for (int to = 0; to < cb::kStateCount; ++to) {
         if (stats.transitions[from][to] != 0) {
           std::printf(" %s->%s %" PRIu64, cb::state_name(static_cast<State>(from)),
-                      cb::state_name(static_cast<State>(to)), stats.transitions[from][to]);
+                      cb::state_name(static_cast<State>(to)),
+                      stats.transitions[from][to]);
         }
       }
     }
@@ -662,9 +765,17 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
   }
   std::fflush(stdout);
 
-  INFO("divergence: CB_MODEL_SEED=" << seed << " CB_MODEL_SCENARIO=" << failed_scenario
-                                    << " (configuration and operations printed on stderr)");
+  INFO("divergence: CB_MODEL_SEED="
+       << seed << " CB_MODEL_SCENARIO=" << failed_scenario
+       << " (configuration and operations printed on stderr)");
   REQUIRE(ok);
   CHECK(stats.divergences == 0);
   if (!scenario_set) CHECK(stats.ops == total);
+  if (!scenario_set && total >= kDefaultOps) {
+    // The run reached the new lease semantics.
+    CHECK(stats.leased_probes > 0);
+    CHECK(stats.late_expiry > 0);
+    CHECK(stats.unknown_wait > 0);
+    CHECK(stats.not_recorded > 0);
+  }
 }

@@ -42,46 +42,15 @@
 #include "lock.hpp"
 #include "permit.hpp"
 #include "random.hpp"
+#include "rules.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
+#include "store.hpp"
 #include "transition_log.hpp"
 #include "types.hpp"
 #include "window.hpp"
 
 namespace circuitbreaker {
-
-// A store supplies `BreakerState& state()`, `const BreakerState& state() const`
-// and `LockT& lock() const` (a Lock, see lock.hpp).
-
-// The state block and its lock inside the breaker (one process).
-template <typename LockT>
-class LocalStore {
- public:
-  using Lock = LockT;
-  BreakerState& state() noexcept { return state_; }
-  const BreakerState& state() const noexcept { return state_; }
-  LockT& lock() const noexcept { return lock_; }
-
- private:
-  BreakerState state_;
-  mutable LockT lock_;
-};
-
-// A state block and a lock that live elsewhere (for instance in a
-// shared-memory mapping); both must outlive the breaker.
-template <typename LockT>
-class ExternalStore {
- public:
-  using Lock = LockT;
-  ExternalStore(BreakerState& state, LockT& lock) noexcept : state_(&state), lock_(&lock) {}
-  BreakerState& state() noexcept { return *state_; }
-  const BreakerState& state() const noexcept { return *state_; }
-  LockT& lock() const noexcept { return *lock_; }
-
- private:
-  BreakerState* state_;
-  LockT* lock_;
-};
 
 template <typename Store>
 class BasicBreaker {
@@ -129,12 +98,9 @@ class BasicBreaker {
           return take_probe(now, probe_lease);
         }
         return reject(Rejection::Open, st.opened_at + st.open_duration - now, now);
-      case State::HalfOpen:
-        return take_probe(now, probe_lease);
-      case State::ForcedOpen:
-        return reject(Rejection::ForcedOpen, kNever, now);
-      case State::Disabled:
-        return grant(PermitKind::PassThrough, now);
+      case State::HalfOpen: return take_probe(now, probe_lease);
+      case State::ForcedOpen: return reject(Rejection::ForcedOpen, kNever, now);
+      case State::Disabled: return grant(PermitKind::PassThrough, now);
     }
     return reject(Rejection::Open, 0, now);  // unreachable
   }
@@ -205,9 +171,7 @@ class BasicBreaker {
     const bool failed = outcome == Outcome::Failure;
     count_result(failed, false, now);
     switch (st.state) {
-      case State::Closed:
-        closed_result(failed, false, now, -1);
-        break;
+      case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
       case State::HalfOpen:
         if (!failed) {
@@ -227,8 +191,7 @@ class BasicBreaker {
           st.consecutive_failures = 0;
         }
         break;
-      case State::Disabled:
-        break;
+      case State::Disabled: break;
     }
     return true;
   }
@@ -273,68 +236,29 @@ class BasicBreaker {
     const bool window_changed = s.window_type != settings_.window_type ||
                                 s.window_calls != settings_.window_calls ||
                                 s.window_bucket != settings_.window_bucket;
-    const bool timing_changed = s.recovery_timeout != settings_.recovery_timeout ||
-                                s.backoff_multiplier != settings_.backoff_multiplier ||
-                                s.max_recovery_timeout != settings_.max_recovery_timeout ||
-                                s.max_open_hint != settings_.max_open_hint;
+    const bool timing_changed =
+        s.recovery_timeout != settings_.recovery_timeout ||
+        s.backoff_multiplier != settings_.backoff_multiplier ||
+        s.max_recovery_timeout != settings_.max_recovery_timeout ||
+        s.max_open_hint != settings_.max_open_hint;
     settings_ = s;
     reseed();
     if (window_changed) clear_window();
     if (timing_changed) {
-      st.open_duration = open_duration_for(st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
-                                           st.jitter_factor, st.open_hint);
+      st.open_duration = open_duration_for(
+          settings_, st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
+          st.jitter_factor, st.open_hint);
     }
     if (settings_.ramp_up == 0) st.ramping = false;
-    if (st.state == State::HalfOpen && st.probe_successes >= settings_.half_open_max_calls) {
+    if (st.state == State::HalfOpen &&
+        st.probe_successes >= settings_.half_open_max_calls) {
       close(now);
     }
   }
 
   Snapshot snapshot(Nanos now) const noexcept {
     LockGuard<Lock> guard(store_.lock());
-    const BreakerState& st = store_.state();
-    Snapshot s;
-    s.state = st.state;
-    s.generation = st.generation;
-    s.now = now;
-    s.state_since = st.state_since;
-    s.consecutive_failures = st.consecutive_failures;
-    s.has_failure = st.has_failure;
-    s.last_failure_at = st.last_failure_at;
-    s.totals = st.totals;
-    s.window = window_totals(now);
-    if (s.window.calls > 0) {
-      s.failure_rate = ratio(s.window.failures, s.window.calls);
-      s.slow_rate = ratio(s.window.slow, s.window.calls);
-    }
-    s.open_duration = st.open_duration;
-    switch (st.state) {
-      case State::Open: {
-        const Nanos left = st.opened_at + st.open_duration - now;
-        s.retry_after = left > 0 ? left : 0;
-        break;
-      }
-      case State::HalfOpen:
-        s.retry_after = probes_full() ? probe_retry_after(now) : 0;
-        break;
-      case State::ForcedOpen:
-        s.retry_after = kNever;
-        break;
-      default:
-        s.retry_after = 0;
-    }
-    s.probes_in_flight = st.probes.count();
-    s.probe_successes = st.probe_successes;
-    s.consecutive_opens = st.consecutive_opens;
-    s.ramp_share = 1;
-    if (st.ramping && settings_.ramp_up > 0) {
-      const Nanos elapsed = now - st.ramp_started;
-      if (elapsed < settings_.ramp_up) {
-        s.ramp_share = static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
-      }
-    }
-    s.last_transition = st.log.last_seq();
-    return s;
+    return make_snapshot(store_.state(), settings_, now);
   }
 
   std::size_t transitions_since(std::uint64_t after, Transition* out,
@@ -349,17 +273,13 @@ class BasicBreaker {
     return store_.state().history.recent(now, out);
   }
 
-  // The failure rate (or slow rate) test shared by the state machine and its
-  // tests: division keeps 3 failures in 10 calls >= 0.3 true.
-  static bool rate_reached(std::uint64_t count, std::uint64_t calls, double threshold) noexcept {
-    return ratio(count, calls) >= threshold;
+  // The failure rate (or slow rate) test (rules.hpp), for tests.
+  static bool rate_reached(std::uint64_t count, std::uint64_t calls,
+                           double threshold) noexcept {
+    return circuitbreaker::rate_reached(count, calls, threshold);
   }
 
  private:
-  static double ratio(std::uint64_t count, std::uint64_t calls) noexcept {
-    return static_cast<double>(count) / static_cast<double>(calls);
-  }
-
   void init(Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
     BreakerState& s = st();
@@ -372,7 +292,9 @@ class BasicBreaker {
   BreakerState& st() noexcept { return store_.state(); }
   const BreakerState& st() const noexcept { return store_.state(); }
 
-  void reseed() noexcept { st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed(); }
+  void reseed() noexcept {
+    st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed();
+  }
 
   Admission grant(PermitKind kind, Nanos now) noexcept {
     Admission a;
@@ -390,25 +312,16 @@ class BasicBreaker {
     Admission a;
     a.rejection = why;
     a.state = st().state;
-    a.retry_after = retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
+    a.retry_after =
+        retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
     return a;
-  }
-
-  bool probes_full() const noexcept {
-    return st().probes.count() + st().probe_successes >= settings_.half_open_max_calls;
-  }
-
-  // When every slot is taken: until the earliest deadline of a probe in
-  // flight, or kUnknownWait when none has one.
-  Nanos probe_retry_after(Nanos now) const noexcept {
-    const Nanos first = st().probes.earliest_deadline();
-    if (first == kNever) return kUnknownWait;
-    return first > now ? first - now : 0;
   }
 
   Admission take_probe(Nanos now, Nanos probe_lease) noexcept {
     BreakerState& s = st();
-    if (probes_full()) return reject(Rejection::HalfOpenFull, probe_retry_after(now), now);
+    if (probes_full(s, settings_)) {
+      return reject(Rejection::HalfOpenFull, probe_retry_after(s, now), now);
+    }
     if (s.probes.leases_exhausted()) {
       // 2^32 - 1 probes in one half-open period: start the serials over
       // under a new generation, so that no outstanding lease can match again
@@ -416,9 +329,7 @@ class BasicBreaker {
       ++s.generation;
       s.probes.clear();
     }
-    const Nanos lease = settings_.half_open_max_wait != kNever ? settings_.half_open_max_wait
-                                                               : probe_lease;
-    const Nanos deadline = (lease < 0 || lease == kNever) ? kNever : saturating_add(now, lease);
+    const Nanos deadline = probe_deadline(settings_, now, probe_lease);
     const std::uint32_t slot = s.probes.take(deadline);
     Admission a = grant(PermitKind::Probe, now);
     a.permit.lease = s.probes.last_lease();
@@ -454,7 +365,8 @@ class BasicBreaker {
     }
     // Error diffusion: over any run of calls, the admitted share follows the
     // ramp, deterministically.
-    s.ramp_credit += static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
+    s.ramp_credit +=
+        static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
     if (s.ramp_credit >= 1) {
       s.ramp_credit -= 1;
       return true;
@@ -493,7 +405,7 @@ class BasicBreaker {
     } else {
       s.consecutive_failures = 0;
     }
-    if (should_trip(now)) trip(now, open_for);
+    if (should_trip(s, settings_, now)) trip(now, open_for);
   }
 
   void probe_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
@@ -511,45 +423,6 @@ class BasicBreaker {
     if (++s.probe_successes >= settings_.half_open_max_calls) close(now);
   }
 
-  WindowTotals window_totals(Nanos now) const noexcept {
-    if (settings_.window_type == WindowType::Count) return st().count_window.totals();
-    return st().time_window.totals_at(settings_.window_bucket, now);
-  }
-
-  bool should_trip(Nanos now) const noexcept {
-    if (settings_.failure_threshold != 0 &&
-        st().consecutive_failures >= settings_.failure_threshold) {
-      return true;
-    }
-    if (!settings_.rate_rule && !settings_.slow_rule) return false;
-    const WindowTotals w = window_totals(now);
-    if (w.calls == 0 || w.calls < settings_.minimum_calls) return false;
-    return (settings_.rate_rule &&
-            rate_reached(w.failures, w.calls, settings_.failure_rate_threshold)) ||
-           (settings_.slow_rule &&
-            rate_reached(w.slow, w.calls, settings_.slow_call_rate_threshold));
-  }
-
-  // recovery_timeout * backoff_multiplier^(opens - 1), capped, times the
-  // jitter factor; at least `hint` (within the cap) when one was given.
-  Nanos open_duration_for(std::uint64_t opens, double jitter_factor, Nanos hint) const noexcept {
-    const double cap = static_cast<double>(settings_.max_recovery_timeout);
-    double d = static_cast<double>(settings_.recovery_timeout);
-    // d > 0: backoff of a zero timeout stays zero (pow() may overflow to Inf,
-    // and 0 * Inf is NaN).
-    if (d > 0 && settings_.backoff_multiplier != 1 && opens > 1) {
-      d *= std::pow(settings_.backoff_multiplier, static_cast<double>(opens - 1));
-    }
-    if (d > cap) d = cap;
-    d *= jitter_factor;
-    if (hint >= 0) {
-      const double hint_cap = static_cast<double>(settings_.max_open_hint);
-      const double h = static_cast<double>(hint) < hint_cap ? static_cast<double>(hint) : hint_cap;
-      if (h > d) d = h;
-    }
-    return static_cast<Nanos>(d + 0.5);
-  }
-
   void trip(Nanos at, Nanos open_for) noexcept {
     BreakerState& s = st();
     transition(State::Open, at);
@@ -558,7 +431,8 @@ class BasicBreaker {
     ++s.totals.times_opened;
     s.jitter_factor = settings_.jitter > 0 ? 1 - settings_.jitter * uniform01(s.rng) : 1;
     s.open_hint = open_for;
-    s.open_duration = open_duration_for(s.consecutive_opens, s.jitter_factor, open_for);
+    s.open_duration =
+        open_duration_for(settings_, s.consecutive_opens, s.jitter_factor, open_for);
   }
 
   void close(Nanos now) noexcept {

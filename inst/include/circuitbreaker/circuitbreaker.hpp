@@ -39,6 +39,8 @@
 #include "transition_log.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
+#include "store.hpp"
+#include "rules.hpp"
 #include "breaker.hpp"
 
 #endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP

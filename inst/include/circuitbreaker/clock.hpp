@@ -13,7 +13,8 @@
 namespace circuitbreaker {
 
 // The default: std::chrono::steady_clock, which never jumps with wall-clock
-// changes (NTP, daylight saving), unlike the Sys.time() of the R6 class from the article this package follows.
+// changes (NTP, daylight saving), unlike the Sys.time() of the R6 class from the article
+// this package follows.
 struct SteadyClock {
   static Nanos now() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -31,9 +32,7 @@ class ManualClock {
   Nanos now() const noexcept { return now_.load(std::memory_order_acquire); }
 
   // Moves time forward; callers check `by` with check_advance() first.
-  void advance(Nanos by) noexcept {
-    now_.fetch_add(by, std::memory_order_acq_rel);
-  }
+  void advance(Nanos by) noexcept { now_.fetch_add(by, std::memory_order_acq_rel); }
 
   // The readings a manual clock may show: from 0 to kMaxClockSeconds, so
   // that a reading plus any configured duration cannot overflow. Each check

@@ -37,7 +37,8 @@ inline std::optional<WindowType> parse_window_type(const char* name) noexcept {
 }
 
 // Capacities of the fixed-size state block (see state.hpp).
-inline constexpr std::uint32_t kMaxCountWindow = CIRCUITBREAKER_MAX_COUNT_WINDOW;  // calls
+inline constexpr std::uint32_t kMaxCountWindow =
+    CIRCUITBREAKER_MAX_COUNT_WINDOW;  // calls
 inline constexpr std::uint32_t kTimeWindowBuckets = 10;
 // One bit each in a 32-bit mask.
 inline constexpr std::uint32_t kMaxHalfOpenCalls = CIRCUITBREAKER_MAX_HALF_OPEN_CALLS;
@@ -118,9 +119,11 @@ inline bool is_duration(double x, bool allow_zero) noexcept {
 inline constexpr const char* kSecondsFrom0 =
     "a number of seconds from 0 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS);
 inline constexpr const char* kNullOrSecondsFrom0 =
-    "NULL or a number of seconds from 0 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS);
+    "NULL or a number of seconds from 0 to " CIRCUITBREAKER_S_(
+        CIRCUITBREAKER_MAX_SECONDS);
 inline constexpr const char* kNullOrPositiveSeconds =
-    "NULL or a number of seconds in (0, " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS) "]";
+    "NULL or a number of seconds in (0, " CIRCUITBREAKER_S_(
+        CIRCUITBREAKER_MAX_SECONDS) "]";
 inline constexpr const char* kCountWindowRange =
     "NULL or a whole number of calls from 1 to " CIRCUITBREAKER_S_(
         CIRCUITBREAKER_MAX_COUNT_WINDOW) " (window_type \"count\")";
@@ -203,7 +206,8 @@ inline ConfigError validate(const Config& c) noexcept {
     return {"backoff_multiplier", detail::kBackoffRange};
   if (c.max_recovery_timeout) {
     const double m = *c.max_recovery_timeout;
-    if (!is_duration(m, true)) return {"max_recovery_timeout", detail::kNullOrSecondsFrom0};
+    if (!is_duration(m, true))
+      return {"max_recovery_timeout", detail::kNullOrSecondsFrom0};
     if (m < c.recovery_timeout)
       return {"max_recovery_timeout", "NULL or at least `recovery_timeout`"};
   }
@@ -228,9 +232,9 @@ struct Settings {
   Nanos max_recovery_timeout;  // cap of the backed-off open duration
   Nanos max_open_hint;         // cap of an opening asked for by the caller
   double jitter;
-  Nanos ramp_up;  // 0: off
+  Nanos ramp_up;                          // 0: off
   std::optional<std::uint64_t> rng_seed;  // empty: seed from entropy
-  std::uint32_t window_calls;  // count window size
+  std::uint32_t window_calls;             // count window size
   std::uint32_t half_open_max_calls;
   WindowType window_type;
   bool rate_rule;
@@ -241,10 +245,10 @@ struct Settings {
 // Precondition: validate(c) found nothing.
 inline Settings make_settings(const Config& c) noexcept {
   Settings s{};
-  s.failure_threshold = (std::isinf(c.failure_threshold) ||
-                         c.failure_threshold >= kUnreachableThreshold)
-                            ? 0
-                            : static_cast<std::uint64_t>(c.failure_threshold);
+  s.failure_threshold =
+      (std::isinf(c.failure_threshold) || c.failure_threshold >= kUnreachableThreshold)
+          ? 0
+          : static_cast<std::uint64_t>(c.failure_threshold);
   s.recovery_timeout = seconds_to_nanos(c.recovery_timeout);
 
   s.rate_rule = c.failure_rate_threshold.has_value();

@@ -24,9 +24,9 @@ enum class FieldKind : std::uint8_t {
 struct FieldInfo {
   const char* name;
   FieldKind kind;
-  double Config::*number;                  // Number fields; nullptr otherwise
+  double Config::*number;                   // Number fields; nullptr otherwise
   std::optional<double> Config::*optional;  // OptionalNumber fields; nullptr otherwise
-  double default_value;                    // NaN: an optional unset by default
+  double default_value;                     // NaN: an optional unset by default
 };
 
 namespace detail {
@@ -61,7 +61,8 @@ inline constexpr FieldInfo kConfigFields[] = {
     detail::number_field("ramp_up", &Config::ramp_up, kDefaultRampUp),
 };
 
-inline constexpr std::size_t kConfigFieldCount = sizeof(kConfigFields) / sizeof(kConfigFields[0]);
+inline constexpr std::size_t kConfigFieldCount =
+    sizeof(kConfigFields) / sizeof(kConfigFields[0]);
 static_assert(kConfigFieldCount == 14, "one entry per user-facing Config argument");
 
 // The entry named `name`, or nullptr.

@@ -23,8 +23,8 @@ struct is_lock : std::false_type {};
 template <typename L>
 struct is_lock<L, std::void_t<decltype(std::declval<L&>().lock()),
                               decltype(std::declval<L&>().unlock())>>
-    : std::bool_constant<noexcept(std::declval<L&>().lock()) &&
-                         noexcept(std::declval<L&>().unlock())> {};
+    : std::bool_constant<noexcept(std::declval<L&>().lock())&& noexcept(
+          std::declval<L&>().unlock())> {};
 template <typename L>
 inline constexpr bool is_lock_v = is_lock<L>::value;
 

@@ -23,7 +23,8 @@ inline constexpr std::uint8_t kNoSlot = std::numeric_limits<std::uint8_t>::max()
 struct Permit {
   std::uint64_t generation = 0;
   Nanos started_at = 0;
-  std::uint32_t lease = 0;  // serial of a probe's lease (1, 2, ... per half-open period); 0 otherwise
+  std::uint32_t lease =
+      0;  // serial of a probe's lease (1, 2, ... per half-open period); 0 otherwise
   std::uint8_t slot = kNoSlot;
   PermitKind kind = PermitKind::Counted;
 };

@@ -72,7 +72,9 @@ class ProbeSlots {
   }
 
  private:
-  static constexpr std::uint32_t bit(std::uint32_t i) noexcept { return std::uint32_t{1} << i; }
+  static constexpr std::uint32_t bit(std::uint32_t i) noexcept {
+    return std::uint32_t{1} << i;
+  }
 
   std::uint32_t mask_ = 0;    // bit i: slot i holds a probe in flight
   std::uint32_t serial_ = 0;  // the last lease handed out in this period

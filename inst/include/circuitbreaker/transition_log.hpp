@@ -35,10 +35,12 @@ class TransitionLog {
 
   // Copies the transitions with seq > `after`, oldest first, into `out`
   // (at most `max` of them, the newest kept when more are available).
-  std::size_t since(std::uint64_t after, Transition* out, std::size_t max) const noexcept {
+  std::size_t since(std::uint64_t after, Transition* out,
+                    std::size_t max) const noexcept {
     if (after >= last_seq_ || max == 0) return 0;  // also keeps after + 1 from wrapping
     std::uint64_t first = after + 1;
-    const std::uint64_t oldest_kept = last_seq_ > kCapacity ? last_seq_ - kCapacity + 1 : 1;
+    const std::uint64_t oldest_kept =
+        last_seq_ > kCapacity ? last_seq_ - kCapacity + 1 : 1;
     if (first < oldest_kept) first = oldest_kept;
     if (last_seq_ - first + 1 > max) first = last_seq_ - max + 1;
     std::size_t n = 0;

@@ -42,13 +42,16 @@ class CountWindow {
   const WindowTotals& totals() const noexcept { return totals_; }
 
  private:
-  static constexpr std::uint32_t kWords = kMaxCountWindow / 64;
+  static constexpr std::uint32_t kBitsPerWord = 64;
+  static constexpr std::uint32_t kWords = kMaxCountWindow / kBitsPerWord;
+  static_assert(kMaxCountWindow % kBitsPerWord == 0, "whole words of calls");
   static std::uint64_t get(const std::uint64_t* bits, std::uint32_t i) noexcept {
-    return (bits[i >> 6] >> (i & 63)) & 1u;
+    return (bits[i / kBitsPerWord] >> (i % kBitsPerWord)) & 1u;
   }
   static void set(std::uint64_t* bits, std::uint32_t i, bool v) noexcept {
-    const std::uint64_t mask = std::uint64_t{1} << (i & 63);
-    bits[i >> 6] = v ? (bits[i >> 6] | mask) : (bits[i >> 6] & ~mask);
+    const std::uint64_t mask = std::uint64_t{1} << (i % kBitsPerWord);
+    std::uint64_t& w = bits[i / kBitsPerWord];
+    w = v ? (w | mask) : (w & ~mask);
   }
 
   std::uint64_t failed_bits_[kWords] = {};
@@ -105,7 +108,9 @@ class TimeWindow {
   static std::int64_t bucket_of(Nanos width, Nanos now) noexcept {
     return now / width;  // clock readings are never negative
   }
-  static std::size_t slot(std::int64_t k) noexcept { return static_cast<std::size_t>(k % kB); }
+  static std::size_t slot(std::int64_t k) noexcept {
+    return static_cast<std::size_t>(k % kB);
+  }
 
   // Moves the head to the bucket of `now`, emptying the buckets that fall out.
   void advance(Nanos width, Nanos now) noexcept {

@@ -8,7 +8,8 @@
 
 namespace cb = circuitbreaker;
 
-TEST_CASE("transitions_since(UINT64_MAX) returns no transition", "[breaker][regression]") {
+TEST_CASE("transitions_since(UINT64_MAX) returns no transition",
+          "[breaker][regression]") {
   // TransitionLog::since() computed first = after + 1, which wrapped to 0
   // for after == UINT64_MAX: the whole retained log came back instead of
   // nothing. Not reachable from R, only through the C++ API (LinkingTo).
