@@ -2,17 +2,8 @@
 
 server <- local_downstream()
 
-refused_url <- function() {
-  # A port that was free a moment ago: nothing listens there now.
-  for (port in sample(20000:60000, 50)) {
-    s <- tryCatch(serverSocket(port), error = function(e) NULL)
-    if (!is.null(s)) {
-      close(s)
-      return(paste0("http://127.0.0.1:", port, "/"))
-    }
-  }
-  skip("no free port found")
-}
+# A port that was free a moment ago: nothing listens there now.
+refused_url <- function() paste0("http://127.0.0.1:", free_port(), "/")
 
 test_that("httr responses are classified by status inside execute()", {
   skip_if_not_installed("httr")

@@ -34,7 +34,7 @@ skip_if_not_installed("curl")
 skip_if_not_installed("jsonlite")
 skip_if_not_installed("later")
 
-downstream <- local_quote_downstream()
+downstream <- local_downstream(quote_downstream_app())
 
 # What the example APIs show about the state of their breaker "quotes".
 quotes_status <- function(api) {
