@@ -1,4 +1,4 @@
-# The rules beyond the seed (issue 3), each driven by a manual clock.
+# The rules beyond the original R6 class, each driven by a manual clock.
 
 test_that("failure rate over a count window trips once minimum_calls is reached", {
   b <- manual_breaker(failure_threshold = Inf, failure_rate_threshold = 0.5,
