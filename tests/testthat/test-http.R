@@ -148,7 +148,8 @@ test_that("HTTP error conditions of current and older httr2 and httr are recogni
   # Condition objects as each version builds them (no client is mocked: these
   # are the shapes the classifier reads).
   new_httr2 <- structure(class = c("httr2_http_503", "httr2_http", "httr2_error", "rlang_error", "error", "condition"),
-                         list(message = "HTTP 503", resp = structure(list(status_code = 503L), class = "httr2_response")))
+                         list(message = "HTTP 503",
+                              resp = structure(list(status_code = 503L), class = "httr2_response")))
   old_httr2 <- structure(class = c("httr2_http_404", "httr2_http", "httr2_error", "rlang_error", "error", "condition"),
                          list(message = "HTTP 404"))
   httr_cond <- structure(class = c("http_429", "http_400", "http_error", "error", "condition"),
