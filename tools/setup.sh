@@ -11,16 +11,17 @@ cd "$(dirname "$0")/.."
 
 # R packages: needed to build (Rcpp, R6, cli, rlang), to test and check
 # (testthat, withr, callr, webfakes, httr, httr2, curl, promises, later,
-# future, jsonlite, httpuv, plumber, shiny, knitr, rmarkdown) and to benchmark
-# (bench).
+# future, jsonlite, httpuv, plumber, shiny, knitr, rmarkdown), to benchmark
+# (bench) and to lint (lintr, for tools/lint.sh).
 r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl promises later
-            future jsonlite httpuv plumber shiny knitr rmarkdown bench)
+            future jsonlite httpuv plumber shiny knitr rmarkdown bench lintr)
 # Other tools: a C++17 compiler and make for the package and the C++ tests,
 # Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
-# promtool (in Debian's prometheus) to validate the metrics endpoint, and
-# Chromium for the one real-browser test of the Shiny app.
-system_packages=(g++ make catch2 pandoc prometheus chromium)
-system_commands=(g++ make pandoc promtool chromium)
+# promtool (in Debian's prometheus) to validate the metrics endpoint,
+# Chromium for the one real-browser test of the Shiny app, and clang-format-14
+# for tools/lint.sh's check of the C++ formatting.
+system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14)
+system_commands=(g++ make pandoc promtool chromium clang-format-14)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
 # libFuzzer target (tests/cpp, `make fuzz`).
 if [ "${CB_SETUP_HARDENING:-0}" = 1 ]; then

@@ -21,11 +21,6 @@ quote_downstream_app <- function() {
   app
 }
 
-local_quote_downstream <- function(env = parent.frame()) {
-  skip_if_not_installed("webfakes")
-  webfakes::local_app_process(quote_downstream_app(), .local_envir = env)
-}
-
 set_downstream_mode <- function(downstream, mode) {
   res <- http_call(downstream$url(paste0("/mode/", mode)), method = "PUT")
   stopifnot(res$status == 200L)
@@ -45,25 +40,15 @@ local_plumber_api <- function(api, envvars = character(), wait = 20, env = paren
   port_file <- tempfile("port")
   log_file <- tempfile("plumber", fileext = ".log")
   proc <- callr::r_bg(
-    function(api, port_file) {
+    function(api, port, port_file) {
       pr <- if (is.function(api)) api() else plumber::plumb_api("circuitbreaker", api)
-      port <- NULL
-      for (candidate in sample(20000:60000, 50)) {
-        probe <- tryCatch(serverSocket(candidate), error = function(e) NULL)
-        if (!is.null(probe)) {
-          close(probe)
-          port <- candidate
-          break
-        }
-      }
-      if (is.null(port)) stop("no free port found")
       writeLines(as.character(port), paste0(port_file, ".tmp"))
       file.rename(paste0(port_file, ".tmp"), port_file)
       # Never outlive a test run, even if the test process dies.
       later::later(function() quit(save = "no", status = 0), 120)
       pr$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
     },
-    args = list(api = api, port_file = port_file),
+    args = list(api = api, port = free_port(), port_file = port_file),
     env = c(callr::rcmd_safe_env(), envvars),
     stdout = log_file, stderr = "2>&1"
   )

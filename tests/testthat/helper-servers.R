@@ -1,6 +1,25 @@
 # Real HTTP servers on 127.0.0.1 for the network tests (no mocks of httr,
 # httr2 or curl). Each runs in a background R process and is stopped when the
-# test file ends.
+# test (or the test file) that started it ends. Every webfakes app starts
+# with local_downstream(); every other server gets its port from free_port().
+
+# A TCP port of 127.0.0.1 that is free now (nothing listens there): from
+# httpuv::randomPort() when httpuv is installed, else the first of at most
+# `tries` random ports that a server socket can bind; below 32768, where
+# Linux takes the ports of outgoing connections.
+free_port <- function(tries = 50) {
+  if (requireNamespace("httpuv", quietly = TRUE)) {
+    return(as.integer(httpuv::randomPort(min = 20000L, max = 32767L, host = "127.0.0.1", n = tries)))
+  }
+  for (port in sample(20000:32767, tries)) {
+    probe <- tryCatch(serverSocket(port), error = function(e) NULL)
+    if (!is.null(probe)) {
+      close(probe)
+      return(port)
+    }
+  }
+  stop("no free port of 127.0.0.1 found in ", tries, " tries")
+}
 
 # A webfakes app with one endpoint per kind of answer a downstream can give.
 downstream_app <- function() {
@@ -25,29 +44,27 @@ downstream_app <- function() {
   app
 }
 
-# Starts the downstream for the calling test file; returns the process
-# (use $url("/ok")).
-local_downstream <- function(env = parent.frame()) {
+# Starts a webfakes `app` (by default downstream_app(); helper-plumber.R and
+# helper-shiny.R have others) in a background process for `env` (the calling
+# test or test file); returns the process (use $url("/ok")).
+local_downstream <- function(app = downstream_app(), env = parent.frame()) {
   skip_if_not_installed("webfakes")
-  webfakes::local_app_process(downstream_app(), .local_envir = env)
+  webfakes::local_app_process(app, .local_envir = env)
 }
 
 # A TCP server on 127.0.0.1 that accepts each connection and closes it
 # without answering (curl: "Empty reply from server").
 local_dropping_server <- function(env = parent.frame()) {
   skip_if_not_installed("callr")
-  proc <- callr::r_bg(function() {
-    for (port in sample(20000:60000, 50)) {
-      server <- tryCatch(serverSocket(port), error = function(e) NULL)
-      if (!is.null(server)) break
-    }
+  proc <- callr::r_bg(function(port) {
+    server <- serverSocket(port)
     cat(port, "\n", sep = "")
     deadline <- Sys.time() + 120  # never outlives a test run
     while (Sys.time() < deadline) {
       con <- socketAccept(server, blocking = TRUE, open = "r+b", timeout = 5)
       close(con)
     }
-  }, stdout = "|", stderr = "|")
+  }, args = list(port = free_port()), stdout = "|", stderr = "|")
   withr::defer(proc$kill(), envir = env)
   port <- NULL
   for (i in 1:100) {  # up to 10 s for the process to start
@@ -58,7 +75,7 @@ local_dropping_server <- function(env = parent.frame()) {
       break
     }
   }
-  if (is.null(port)) stop("the dropping server did not start")
+  if (is.null(port)) stop("the dropping server did not start: ", paste(proc$read_error_lines(), collapse = "\n"))
   paste0("http://127.0.0.1:", port)
 }
 

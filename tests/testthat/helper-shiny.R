@@ -32,11 +32,6 @@ shiny_downstream_app <- function() {
   app
 }
 
-local_shiny_downstream <- function(env = parent.frame()) {
-  skip_if_not_installed("webfakes")
-  webfakes::local_app_process(shiny_downstream_app(), .local_envir = env)
-}
-
 # GET a URL of a test server and return the parsed JSON body.
 get_json <- function(url) {
   res <- curl::curl_fetch_memory(url, handle = curl::new_handle(timeout = 5))
@@ -184,8 +179,7 @@ chromium_screenshot <- function(browser, session, path) {
 # it answers. Returns its URL; the process is killed when `env` ends.
 local_guarded_fetch_app <- function(envvars, env = parent.frame(), seconds = 20) {
   skip_if_not_installed("callr")
-  skip_if_not_installed("httpuv")
-  port <- httpuv::randomPort(host = "127.0.0.1")
+  port <- free_port()
   app_dir <- guarded_fetch_app_dir()
   process_env <- callr::rcmd_safe_env()
   process_env[names(envvars)] <- envvars

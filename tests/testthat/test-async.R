@@ -4,13 +4,16 @@ test_that("execute_async() settles the permit when the promise settles", {
   skip_if_not_installed("promises")
   skip_if_not_installed("later")
   cb <- circuit_breaker(failure_threshold = 2)
-  p <- cb$execute_async(function() promises::promise(function(resolve, reject) later::later(function() resolve("late ok"), 0.05)))
+  late <- function() promises::promise(function(resolve, reject) later::later(function() resolve("late ok"), 0.05))
+  p <- cb$execute_async(late)
   expect_s3_class(p, "promise")
   expect_identical(cb$metrics()$calls, 0)  # not settled yet
   expect_identical(promise_value(p), "late ok")
   expect_identical(cb$metrics()$successes, 1)
 
-  failing <- function() promises::promise(function(resolve, reject) later::later(function() reject(simpleError("async down")), 0.01))
+  failing <- function() {
+    promises::promise(function(resolve, reject) later::later(function() reject(simpleError("async down")), 0.01))
+  }
   expect_identical(promise_value(cb$execute_async(failing, fallback)), "fallback")
   expect_error(promise_value(cb$execute_async(failing)), "async down")
   expect_identical(cb$state, "OPEN")
@@ -38,7 +41,9 @@ test_that("in HALF_OPEN exactly half_open_max_calls concurrent probes go through
   expect_identical(cb$state, "OPEN")
   b$clock$advance(2)
   hits_before <- jsonlite::fromJSON(rawToChar(curl::curl_fetch_memory(server$url("/hits"))$content))$hits
-  promises <- lapply(1:5, function(i) breaker_fetch_async(server$url("/counted"), breaker = cb, fallback = function() "fallback"))
+  promises <- lapply(1:5, function(i) {
+    breaker_fetch_async(server$url("/counted"), breaker = cb, fallback = function() "fallback")
+  })
   values <- lapply(promises, promise_value)
   reached <- vapply(values, is.list, logical(1))
   expect_identical(sum(reached), 2L)
@@ -98,7 +103,8 @@ test_that("execute_async() works with future_promise()", {
 test_that("breaker_perform_async() uses req_perform_promise() where httr2 has it", {
   skip_if_not_installed("httr2")
   if (!exists("req_perform_promise", envir = asNamespace("httr2"))) {
-    expect_error(breaker_perform_async(httr2::request("http://127.0.0.1:1/")), class = "circuit_breaker_missing_package")
+    expect_error(breaker_perform_async(httr2::request("http://127.0.0.1:1/")),
+                 class = "circuit_breaker_missing_package")
     skip(paste("httr2", utils::packageVersion("httr2"), "has no req_perform_promise() (added in httr2 1.0.0)"))
   }
   server <- local_downstream()

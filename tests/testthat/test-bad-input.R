@@ -1,94 +1,104 @@
-# Every exported function other than circuit_breaker() (see
-# test-arguments.R), every argument, a set of bad-looking values: each value
-# the documentation does not allow must give an error inheriting from
-# circuit_breaker_error that names the argument. Valid values are not called
-# here (some start servers); they are exercised by the other test files.
+# Every argument of every exported function, tried with the bad-looking
+# values of helper-bad-input.R: each value that is not documented as valid
+# for that argument must give an error inheriting from circuit_breaker_error
+# that names the argument, and nothing may crash. Valid values are called only
+# where that starts nothing (no servers, no demonstrations); the other test
+# files exercise them.
 
-bad_values <- list(
-  `NA` = NA, `NA_character_` = NA_character_, `NULL` = NULL, negative = -1, zero = 0,
-  fraction = 0.5, one = 1, `Inf` = Inf, `NaN` = NaN, huge = 1e300, string = "a",
-  empty_string = "", two_strings = c("a", "b"), `TRUE` = TRUE, list = list(1),
-  a_function = function(...) 1, an_environment = new.env(), a_breaker = NULL
-)
-
-is_number <- function(x) is.numeric(x) && !is.object(x) && length(x) == 1L && !is.na(x) && is.finite(x)
-is_flag <- function(x) isTRUE(x) || isFALSE(x)
-is_string <- function(x) is.character(x) && length(x) == 1L && !is.na(x) && nzchar(x)
-is_fn_or_null <- function(x) is.null(x) || is.function(x)
-is_breaker <- function(x) inherits(x, "CircuitBreaker")
-between <- function(lo, hi, whole = FALSE) function(x) is_number(x) && x >= lo && x <= hi && (!whole || x == floor(x))
-
-walk_bad_input <- function(fn_name, baseline, valid) {
-  fn <- getExportedValue("circuitbreaker", fn_name)
-  for (arg in names(valid)) {
-    for (label in names(bad_values)) {
-      value <- if (label == "a_breaker") circuit_breaker() else bad_values[[label]]
-      if (valid[[arg]](value)) next
-      args <- baseline
-      args[arg] <- list(value)
-      what <- sprintf("%s(%s = %s)", fn_name, arg, label)
-      err <- tryCatch({
-        do.call(fn, args)
-        NULL
-      }, error = function(e) e)
-      if (is.null(err)) {
-        testthat::fail(paste(what, "gave no error"))
-        next
-      }
-      expect_true(inherits(err, "circuit_breaker_error"),
-                  label = paste0(what, " gave a <", class(err)[1], ">: ", conditionMessage(err)))
-      expect_true(grepl(paste0("`", arg, "`"), conditionMessage(err), fixed = TRUE),
-                  label = paste0(what, " names `", arg, "`: ", conditionMessage(err)))
-    }
+test_that("every exported function with arguments has a bad-input spec", {
+  exported <- exported_functions()
+  expect_identical(setdiff(exported, c(names(bad_input_specs), bad_input_not_walked)), character())
+  for (name in intersect(bad_input_not_walked, exported)) {
+    expect_length(formals(getExportedValue("circuitbreaker", name)), 0L)
   }
-}
+  # Every argument of each walked function is tried (but `...`).
+  for (name in intersect(exported, names(bad_input_specs))) {
+    expect_setequal(setdiff(names(bad_input_specs[[name]]$valid), "..."),
+                    setdiff(names(formals(getExportedValue("circuitbreaker", name))), "..."))
+  }
+})
+
+test_that("the specs of circuit_breaker() and CircuitBreaker$new() agree", {
+  expect_setequal(names(breaker_arguments_valid), names(formals(circuit_breaker)))
+  expect_identical(formals(circuit_breaker), formals(CircuitBreaker$public_methods$initialize))
+})
+
+test_that("every argument of circuit_breaker() and the manual clock rejects bad values with a classed error", {
+  walked <- walk_exported("breaker", must_be = TRUE)
+  expect_setequal(walked, c("circuit_breaker", "breaker_manual_clock"))
+})
+
+test_that("cross-argument rules name the argument", {
+  expect_rejects(circuit_breaker(slow_call_rate_threshold = 0.5), "slow_call_rate_threshold", "no duration",
+                 must_be = TRUE)
+  expect_rejects(circuit_breaker(window_size = 10, minimum_calls = 11), "minimum_calls", "min > window",
+                 must_be = TRUE)
+  expect_rejects(circuit_breaker(recovery_timeout = 10, max_recovery_timeout = 5), "max_recovery_timeout",
+                 "cap < timeout", must_be = TRUE)
+  expect_rejects(circuit_breaker(window_type = "time", window_size = 0), "window_size", "time window 0",
+                 must_be = TRUE)
+  expect_no_error(circuit_breaker(window_type = "time", window_size = 2000, minimum_calls = 500))
+  expect_no_error(circuit_breaker(slow_call_duration = 1, slow_call_rate_threshold = 1))
+})
+
+test_that("execute() checks its arguments before doing anything", {
+  cb <- circuit_breaker()
+  walk_bad_input(cb$execute, list(request_func = succeed, fallback_func = fallback),
+                 list(request_func = is.function, fallback_func = is_fn_or_null),
+                 label = "execute", must_be = TRUE)
+  m <- cb$metrics()
+  expect_identical(m$calls + m$rejected + m$released, 0)  # nothing was counted
+  expect_identical(cb$state, "CLOSED")
+})
+
+test_that("configure(), on() and off() reject bad input without changing the breaker", {
+  cb <- circuit_breaker(failure_threshold = 3)
+  before <- cb$config
+  configurable <- breaker_arguments_valid[setdiff(names(breaker_arguments_valid), c("clock", "name"))]
+  # Valid values are not applied here: each would change the breaker.
+  walk_bad_input(cb$configure, list(), configurable, label = "configure", must_be = TRUE)
+  expect_identical(cb$config, before)
+  expect_rejects(cb$configure(3), "...", "unnamed", must_be = TRUE)
+  expect_rejects(cb$configure(colour = "red"), "colour", "unknown", must_be = TRUE)
+  walk_bad_input(cb$on, list(event = "success", callback = function() NULL),
+                 list(event = nothing, callback = is.function), label = "on", must_be = TRUE)
+  walk_bad_input(cb$off, list(id = 1), list(id = is_single_number), label = "off", must_be = TRUE)
+  expect_identical(cb$execute(succeed), "ok")
+})
+
+test_that("the manual clock's advance() rejects bad input", {
+  clock <- breaker_manual_clock()
+  walk_bad_input(clock$advance, list(), list(seconds = function(x) is_seconds(x, TRUE) && x <= 4e9),
+                 label = "advance", must_be = TRUE)
+  expect_identical(clock$now(), 0)
+  expect_rejects(circuit_breaker(clock = list(ptr = NULL)), "clock", "fake clock", must_be = TRUE)
+})
 
 test_that("the registry functions reject bad input", {
-  walk_bad_input("breaker_for", list(x = "127.0.0.1:1"),
-                 list(x = function(x) is_string(x) && grepl("^[A-Za-z0-9._:-]+$", x)))
-  walk_bad_input("breaker_get", list(name = "x"), list(name = is_string))
-  walk_bad_input("breaker_remove", list(name = "x"), list(name = is_string))
-  walk_bad_input("breaker_prometheus", list(breakers = NULL),
-                 list(breakers = function(x) is.null(x) || is_breaker(x)))
+  walk_exported("registry")
 })
 
 test_that("the HTTP wrappers reject bad input", {
   skip_if_not_installed("httr2")
   skip_if_not_installed("curl")
-  url <- "http://127.0.0.1:1/"
-  common <- list(breaker = is_breaker, fallback = is_fn_or_null)
-  walk_bad_input("breaker_fetch", list(url = url, handle = NULL, breaker = circuit_breaker(), fallback = NULL),
-                 c(list(url = function(x) FALSE, handle = is.null), common))
-  walk_bad_input("breaker_fetch_async",
-                 list(url = url, handle = NULL, breaker = circuit_breaker(), fallback = NULL, pool = NULL),
-                 c(list(url = function(x) FALSE, handle = is.null, pool = is.null, immediate_fallback = is_flag),
-                   common))
-  walk_bad_input("breaker_perform", list(req = httr2::request(url), breaker = circuit_breaker(), fallback = NULL),
-                 c(list(req = function(x) FALSE), common))
+  walk_exported("http")
+})
+
+test_that("breaker_perform_async() rejects bad input", {
+  skip_if_not_installed("httr2")
+  skip_if_not_installed("promises")
+  skip_if_not(exists("req_perform_promise", asNamespace("httr2")),
+              "this httr2 has no req_perform_promise(): breaker_perform_async() refuses every call")
+  walk_exported("http_async")
 })
 
 test_that("the plumber and Shiny helpers reject bad input", {
   skip_if_not_installed("plumber")
   skip_if_not_installed("shiny")
-  walk_bad_input("pr_circuit_breakers", list(pr = plumber::pr(), path = "/cb", authorize = NULL),
-                 list(pr = function(x) FALSE, path = function(x) is_string(x) && startsWith(x, "/"),
-                      authorize = is_fn_or_null))
-  walk_bad_input("breaker_error_handler", list(otherwise = NULL), list(otherwise = is_fn_or_null))
-  walk_bad_input("breaker_dashboard_ui", list(id = "d"), list(id = is_string))
-  walk_bad_input("breaker_dashboard_server", list(id = "d", breakers = NULL, interval = 1),
-                 list(id = is_string, breakers = function(x) is.null(x) || is_breaker(x),
-                      interval = function(x) is_number(x) && x >= 0.1))
+  walk_exported("plumber_shiny")
 })
 
 test_that("the demonstrations reject bad input before starting anything", {
-  walk_bad_input("breaker_demo", list(),
-                 list(failing_for = function(x) is_number(x) && x > 0, requests = between(1, 10000, TRUE),
-                      interval = function(x) is_number(x) && x > 0, timeout = function(x) is_number(x) && x > 0,
-                      quiet = is_flag))
-  skip_if_not(exists("breaker_avalanche_demo", asNamespace("circuitbreaker")))
-  walk_bad_input("breaker_avalanche_demo", list(),
-                 list(phase_seconds = function(x) FALSE, concurrency = between(1, 64, TRUE),
-                      downstream_timeout = between(0.05, 30), recovery_timeout = between(0.05, 300),
-                      failure_threshold = between(1, 100, TRUE),
-                      plot_file = function(x) is.null(x) || is_string(x), quiet = is_flag))
+  walked <- walk_exported("demos")
+  if (!length(walked)) skip("the package exports no demonstration")
 })

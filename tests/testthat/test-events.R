@@ -27,8 +27,9 @@ test_that("success, failure, rejected and ignored events carry their arguments",
   cb$on("ignored", function(condition) log[[length(log) + 1]] <<- list("ignored", class(condition)[1]))
   cb$on("rejected", function(retry_after, ...) log[[length(log) + 1]] <<- list("rejected", retry_after > 0))
   cb$execute(succeed)
-  try(cb$execute(function() stop(structure(class = c("not_my_problem", "error", "condition"),
-                                           list(message = "bad request", call = NULL)))), silent = TRUE)
+  not_my_problem <- structure(class = c("not_my_problem", "error", "condition"),
+                              list(message = "bad request", call = NULL))
+  try(cb$execute(function() stop(not_my_problem)), silent = TRUE)
   cb$execute(fail, fallback)
   cb$execute(succeed, fallback)
   expect_identical(log, list(

@@ -19,7 +19,7 @@ test_that("the fallback may take the condition", {
   expect_identical(rejected$state, "OPEN")
   expect_equal(rejected$retry_after, 30, tolerance = 0.5)
 
-  # Zero-argument fallbacks (the seed's form) and primitives get no argument.
+  # Zero-argument fallbacks (the original R6 class's form) and primitives get no argument.
   expect_identical(cb$execute(succeed, function() "zero"), "zero")
   expect_identical(cb$execute(succeed, list), list())
   # `...` counts as taking the condition.
@@ -172,7 +172,7 @@ test_that("writing a configuration field reconfigures the breaker", {
   expect_identical(cb$failure_threshold, 2)
   trip(cb, 2)
   expect_identical(cb$state, "OPEN")
-  # As in the seed, a new recovery_timeout applies to the current opening.
+  # As in the original R6 class, a new recovery_timeout applies to the current opening.
   cb$recovery_timeout <- 5
   b$clock$advance(5.5)
   expect_identical(cb$execute(succeed, fallback), "ok")
@@ -181,7 +181,7 @@ test_that("writing a configuration field reconfigures the breaker", {
   expect_identical(cb$failure_threshold, 2)  # a rejected change changes nothing
 })
 
-test_that("on_success() and on_failure() record by hand, like the seed", {
+test_that("on_success() and on_failure() record by hand, like the original R6 class", {
   cb <- circuit_breaker(failure_threshold = 2)
   cb$on_failure()
   cb$on_failure()
@@ -193,7 +193,7 @@ test_that("on_success() and on_failure() record by hand, like the seed", {
 })
 
 test_that("print() and format() show name, state and counts", {
-  cb <- circuit_breaker(name = "inventory", failure_threshold = 2)
+  cb <- local_breaker(name = "inventory", failure_threshold = 2)
   cb$execute(fail, fallback)
   out <- capture.output(print(cb))
   expect_match(out[1], "<CircuitBreaker> inventory: CLOSED")
@@ -203,7 +203,7 @@ test_that("print() and format() show name, state and counts", {
 })
 
 test_that("as.data.frame() gives one row of metrics", {
-  cb <- circuit_breaker(name = "a")
+  cb <- local_breaker(name = "a")
   cb$execute(succeed)
   df <- as.data.frame(cb)
   expect_identical(nrow(df), 1L)

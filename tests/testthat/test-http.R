@@ -2,17 +2,8 @@
 
 server <- local_downstream()
 
-refused_url <- function() {
-  # A port that was free a moment ago: nothing listens there now.
-  for (port in sample(20000:60000, 50)) {
-    s <- tryCatch(serverSocket(port), error = function(e) NULL)
-    if (!is.null(s)) {
-      close(s)
-      return(paste0("http://127.0.0.1:", port, "/"))
-    }
-  }
-  skip("no free port found")
-}
+# A port that was free a moment ago: nothing listens there now.
+refused_url <- function() paste0("http://127.0.0.1:", free_port(), "/")
 
 test_that("httr responses are classified by status inside execute()", {
   skip_if_not_installed("httr")
@@ -157,7 +148,8 @@ test_that("HTTP error conditions of current and older httr2 and httr are recogni
   # Condition objects as each version builds them (no client is mocked: these
   # are the shapes the classifier reads).
   new_httr2 <- structure(class = c("httr2_http_503", "httr2_http", "httr2_error", "rlang_error", "error", "condition"),
-                         list(message = "HTTP 503", resp = structure(list(status_code = 503L), class = "httr2_response")))
+                         list(message = "HTTP 503",
+                              resp = structure(list(status_code = 503L), class = "httr2_response")))
   old_httr2 <- structure(class = c("httr2_http_404", "httr2_http", "httr2_error", "rlang_error", "error", "condition"),
                          list(message = "HTTP 404"))
   httr_cond <- structure(class = c("http_429", "http_400", "http_error", "error", "condition"),

@@ -7,7 +7,8 @@ test_that("pr_circuit_breakers() and breaker_error_handler() check their argumen
   skip_if_not_installed("plumber")
   pr <- plumber::pr()
   expect_error(pr_circuit_breakers(list()), class = "circuit_breaker_invalid_argument")
-  for (path in list("circuit-breakers", "/circuit-breakers/", "/", "/a b", "/<name>", c("/a", "/b"), NA_character_, 1)) {
+  bad_paths <- list("circuit-breakers", "/circuit-breakers/", "/", "/a b", "/<name>", c("/a", "/b"), NA_character_, 1)
+  for (path in bad_paths) {
     expect_error(pr_circuit_breakers(pr, path = path), class = "circuit_breaker_invalid_argument")
   }
   expect_error(pr_circuit_breakers(pr, authorize = TRUE), class = "circuit_breaker_invalid_argument")
@@ -34,7 +35,7 @@ skip_if_not_installed("curl")
 skip_if_not_installed("jsonlite")
 skip_if_not_installed("later")
 
-downstream <- local_quote_downstream()
+downstream <- local_downstream(quote_downstream_app())
 
 # What the example APIs show about the state of their breaker "quotes".
 quotes_status <- function(api) {

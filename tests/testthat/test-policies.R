@@ -1,4 +1,4 @@
-# The rules beyond the seed (issue 3), each driven by a manual clock.
+# The rules beyond the original R6 class, each driven by a manual clock.
 
 test_that("failure rate over a count window trips once minimum_calls is reached", {
   b <- manual_breaker(failure_threshold = Inf, failure_rate_threshold = 0.5,
@@ -18,7 +18,7 @@ test_that("the count window forgets calls older than its size", {
                       window_size = 4, minimum_calls = 4)
   cb <- b$cb
   cb$execute(fail, fallback)
-  for (i in 1:3) cb$execute(succeed, fallback)    # 1/4
+  for (i in 1:3) cb$execute(succeed, fallback)    # window: f s s s -> 1 of 4
   cb$execute(fail, fallback)                       # window: s s s f -> 1/4
   expect_identical(cb$metrics()$window_failures, 1)
   cb$execute(fail, fallback)                       # s s f f -> 2/4: trips
@@ -195,8 +195,8 @@ test_that("failure_when turns a returned value into a failure", {
 test_that("ignored error classes propagate and count nowhere", {
   b <- manual_breaker(failure_threshold = 1, recovery_timeout = 1, ignore = c("http_404", "other"))
   cb <- b$cb
-  not_found <- function() stop(structure(class = c("http_404", "error", "condition"),
-                                         list(message = "not found", call = NULL)))
+  not_found_error <- structure(class = c("http_404", "error", "condition"), list(message = "not found", call = NULL))
+  not_found <- function() stop(not_found_error)
   expect_error(cb$execute(not_found, fallback), class = "http_404")
   expect_identical(cb$state, "CLOSED")
   m <- cb$metrics()

@@ -86,8 +86,7 @@ test_that("every metric family has HELP and TYPE lines, in one group", {
 
 test_that("breaker names are escaped in labels (backslash, double quote, newline)", {
   name <- "say \"hi\"\\path\nnext"
-  cb <- circuit_breaker(name = name)
-  withr::defer(breaker_remove(name))
+  cb <- local_breaker(name = name)
   cb$execute(function() "ok")
   text <- breaker_prometheus(cb)
   expect_true('circuitbreaker_calls_total{breaker="say \\"hi\\"\\\\path\\nnext",outcome="success"} 1' %in%
@@ -102,8 +101,7 @@ test_that("breaker names are escaped in labels (backslash, double quote, newline
 
 test_that("non-ASCII names are written in UTF-8", {
   name <- "caf\u00e9-\u00fcber"
-  cb <- circuit_breaker(name = name)
-  withr::defer(breaker_remove(name))
+  cb <- local_breaker(name = name)
   text <- breaker_prometheus(cb)
   expect_true(validUTF8(text))
   expect_match(text, paste0('breaker="', name, '"'), fixed = TRUE)
@@ -126,8 +124,7 @@ test_that("empty windows give NaN rates and a forced-open breaker +Inf", {
 })
 
 test_that("unnamed breakers are numbered in the order given; named ones keep their name", {
-  named <- circuit_breaker(name = "prometheus-test-named")
-  withr::defer(breaker_remove("prometheus-test-named"))
+  named <- local_breaker(name = "prometheus-test-named")
   text <- breaker_prometheus(list(circuit_breaker(), named, circuit_breaker()))
   labels <- sub('^circuitbreaker_opened_total\\{breaker="(.*)"\\} .*$', "\\1",
                 samples_of(text, "circuitbreaker_opened_total"))
@@ -136,12 +133,8 @@ test_that("unnamed breakers are numbered in the order given; named ones keep the
 })
 
 test_that("by default every registered breaker is described, and only those", {
-  a <- circuit_breaker(name = "prometheus-test-a")
-  b <- circuit_breaker(name = "prometheus-test-b", failure_threshold = 1)
-  withr::defer({
-    breaker_remove("prometheus-test-a")
-    breaker_remove("prometheus-test-b")
-  })
+  a <- local_breaker(name = "prometheus-test-a")
+  b <- local_breaker(name = "prometheus-test-b", failure_threshold = 1)
   b$execute(function() stop("down"), function() NULL)
   unregistered <- circuit_breaker()
   text <- breaker_prometheus()
@@ -165,8 +158,7 @@ test_that("bad arguments are classed errors", {
   expect_error(breaker_prometheus("inventory"), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_prometheus(list(circuit_breaker(), "x")), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_prometheus(breaker_list()), class = "circuit_breaker_invalid_argument")
-  dup <- circuit_breaker(name = "prometheus-test-dup")
-  withr::defer(breaker_remove("prometheus-test-dup"))
+  dup <- local_breaker(name = "prometheus-test-dup")
   expect_error(breaker_prometheus(list(dup, dup)), class = "circuit_breaker_invalid_argument")
 })
 

@@ -1,11 +1,12 @@
-# With default arguments the package must behave exactly like the R6 class of
-# the seed document. The model below restates the seed's rules in plain R
-# (written for this test from the document's description); random traces of
+# With default arguments the package must behave exactly like the R6
+# CircuitBreaker class from the article this package follows. The model below
+# restates that original R6 class's rules in plain R (written for this test
+# from the article's description); random traces of
 # successes, failures, manual on_success()/on_failure() calls and waits
 # around the recovery timeout must give the same value, the same decision to
 # run the request, and the same state and failure_count after every step.
 
-seed_model <- function(failure_threshold, recovery_timeout) {
+original_model <- function(failure_threshold, recovery_timeout) {
   m <- new.env()
   m$failure_threshold <- failure_threshold
   m$recovery_timeout <- recovery_timeout
@@ -15,19 +16,19 @@ seed_model <- function(failure_threshold, recovery_timeout) {
   m
 }
 
-seed_on_success <- function(m) {
+original_on_success <- function(m) {
   m$failure_count <- 0
   m$state <- "CLOSED"
 }
 
-seed_on_failure <- function(m, now) {
+original_on_failure <- function(m, now) {
   m$failure_count <- m$failure_count + 1
   m$last_failure <- now
   if (m$failure_count >= m$failure_threshold) m$state <- "OPEN"
 }
 
 # Returns list(ran = whether the request ran, value = what execute returned).
-seed_execute <- function(m, now, succeeds) {
+original_execute <- function(m, now, succeeds) {
   if (m$state == "OPEN") {
     if (!is.null(m$last_failure) && now - m$last_failure > m$recovery_timeout) {
       m$state <- "HALF_OPEN"
@@ -36,17 +37,17 @@ seed_execute <- function(m, now, succeeds) {
     }
   }
   if (succeeds) {
-    seed_on_success(m)
+    original_on_success(m)
     list(ran = TRUE, value = "ok")
   } else {
-    seed_on_failure(m, now)
+    original_on_failure(m, now)
     list(ran = TRUE, value = "fallback")
   }
 }
 
 # Runs one random trace; returns NULL if the package matched the model at
 # every step, else a description of the first divergence and the trace.
-run_seed_trace <- function(seed, steps) {
+run_original_trace <- function(seed, steps) {
   set.seed(seed)
   threshold <- sample(1:6, 1)
   timeout <- sample(c(0, 0.5, 1, 5, 30), 1)
@@ -56,7 +57,7 @@ run_seed_trace <- function(seed, steps) {
   } else {
     CircuitBreaker$new(failure_threshold = threshold, recovery_timeout = timeout, clock = clock)
   }
-  m <- seed_model(threshold, timeout)
+  m <- original_model(threshold, timeout)
   now <- 0
   # Waits are multiples of 1/4 s so that the model's doubles and the core's
   # nanoseconds agree exactly, boundaries (exactly the timeout) included.
@@ -76,10 +77,10 @@ run_seed_trace <- function(seed, steps) {
       next
     }
     if (op == "on_success") {
-      seed_on_success(m)
+      original_on_success(m)
       cb$on_success()
     } else if (op == "on_failure") {
-      seed_on_failure(m, now)
+      original_on_failure(m, now)
       cb$on_failure()
     } else {
       succeeds <- op == "success"
@@ -88,13 +89,13 @@ run_seed_trace <- function(seed, steps) {
         ran <<- TRUE
         if (succeeds) "ok" else stop("down")
       }, function() "fallback")
-      want <- seed_execute(m, now, succeeds)
-      if (!identical(ran, want$ran)) mismatch <- c(mismatch, sprintf("ran %s, seed %s", ran, want$ran))
-      if (!identical(got, want$value)) mismatch <- c(mismatch, sprintf("returned %s, seed %s", got, want$value))
+      want <- original_execute(m, now, succeeds)
+      if (!identical(ran, want$ran)) mismatch <- c(mismatch, sprintf("ran %s, original %s", ran, want$ran))
+      if (!identical(got, want$value)) mismatch <- c(mismatch, sprintf("returned %s, original %s", got, want$value))
     }
-    if (!identical(cb$state, m$state)) mismatch <- c(mismatch, sprintf("state %s, seed %s", cb$state, m$state))
+    if (!identical(cb$state, m$state)) mismatch <- c(mismatch, sprintf("state %s, original %s", cb$state, m$state))
     if (!identical(cb$failure_count, m$failure_count)) {
-      mismatch <- c(mismatch, sprintf("failure_count %s, seed %s", cb$failure_count, m$failure_count))
+      mismatch <- c(mismatch, sprintf("failure_count %s, original %s", cb$failure_count, m$failure_count))
     }
     if (!identical(is.null(cb$last_failure_time), is.null(m$last_failure))) {
       mismatch <- c(mismatch, "last_failure_time set in one but not the other")
@@ -108,7 +109,7 @@ run_seed_trace <- function(seed, steps) {
   NULL
 }
 
-test_that("defaults are the seed's: 5 failures, 30 s", {
+test_that("defaults are the original R6 class's: 5 failures, 30 s", {
   cb <- CircuitBreaker$new()
   expect_identical(cb$failure_threshold, 5)
   expect_identical(cb$recovery_timeout, 30)
@@ -117,7 +118,7 @@ test_that("defaults are the seed's: 5 failures, 30 s", {
   expect_null(cb$last_failure_time)
 })
 
-test_that("the seed's story, step by step, on a manual clock", {
+test_that("the original R6 class's story, step by step, on a manual clock", {
   b <- manual_breaker()
   cb <- b$cb
   for (i in 1:4) expect_identical(cb$execute(fail, fallback), "fallback")
@@ -141,7 +142,7 @@ test_that("the seed's story, step by step, on a manual clock", {
   expect_identical(cb$state, "OPEN")  # still lazy: no call yet
   expect_identical(cb$execute(fail, fallback), "fallback")  # the probe fails
   expect_identical(cb$state, "OPEN")
-  expect_identical(cb$failure_count, 6)  # counts on past the threshold, as in the seed
+  expect_identical(cb$failure_count, 6)  # counts on past the threshold, as in the original R6 class
 
   b$clock$advance(30.5)
   expect_identical(cb$execute(probe, fallback), "ok")
@@ -150,21 +151,21 @@ test_that("the seed's story, step by step, on a manual clock", {
   expect_identical(cb$failure_count, 0)
 })
 
-test_that("random traces match the seed model exactly", {
-  divergences <- Filter(Negate(is.null), lapply(1:100, run_seed_trace, steps = 150))
+test_that("random traces match the model of the original R6 class exactly", {
+  divergences <- Filter(Negate(is.null), lapply(1:100, run_original_trace, steps = 150))
   expect_identical(divergences, list())
 })
 
 test_that("the trace checker notices a divergence", {
   # A model with an off-by-one threshold must be caught: the check can fail.
-  real <- seed_on_failure
-  seed_on_failure <<- function(m, now) {
+  real <- original_on_failure
+  original_on_failure <<- function(m, now) {
     m$failure_threshold <- m$failure_threshold + 1
     on.exit(m$failure_threshold <- m$failure_threshold - 1)
     real(m, now)
   }
-  on.exit(seed_on_failure <<- real)
-  found <- Filter(Negate(is.null), lapply(1:10, run_seed_trace, steps = 150))
+  on.exit(original_on_failure <<- real)
+  found <- Filter(Negate(is.null), lapply(1:10, run_original_trace, steps = 150))
   expect_gt(length(found), 0)
   expect_match(found[[1]], "trace: ")
 })

@@ -7,8 +7,7 @@ skip_if_not_installed("shiny")
 # ---- breaker_dashboard_server() ---------------------------------------------
 
 test_that("the dashboard shows each breaker's state and reacts when one opens", {
-  m <- manual_breaker(failure_threshold = 2, recovery_timeout = 30, name = "shiny-orders")
-  withr::defer(breaker_remove("shiny-orders"))
+  m <- manual_breaker(failure_threshold = 2, recovery_timeout = 30, name = "shiny-orders")  # removed at the end
   other <- circuit_breaker(clock = m$clock)  # unnamed: labelled by position
   shiny::testServer(breaker_dashboard_server,
     args = list(breakers = list(m$cb, other), interval = 1), {
@@ -97,15 +96,13 @@ test_that("the dashboard draws a failure-rate sparkline per breaker", {
 })
 
 test_that("with breakers = NULL the dashboard follows the registry", {
-  first <- circuit_breaker(name = "shiny-registry-a")
-  withr::defer(breaker_remove("shiny-registry-a"))
+  first <- local_breaker(name = "shiny-registry-a")
   shiny::testServer(breaker_dashboard_server, args = list(), {
     session$flushReact()
     expect_true("shiny-registry-a" %in% session$returned()$label)
     cards <- output$cards$html
     expect_false("shiny-registry-b" %in% session$returned()$label)
-    second <- circuit_breaker(name = "shiny-registry-b", failure_threshold = 1)
-    withr::defer(breaker_remove("shiny-registry-b"))
+    second <- local_breaker(name = "shiny-registry-b", failure_threshold = 1)
     second$execute(fail, fallback)
     session$elapse(1000)
     d <- session$returned()
@@ -163,7 +160,7 @@ test_that("the example app shows fresh data, then the last good data while the b
   skip_if_not_installed("curl")
   app_dir <- guarded_fetch_app_dir()
   skip_if(app_dir == "", "the example app is not installed")
-  downstream <- local_shiny_downstream()
+  downstream <- local_downstream(shiny_downstream_app())
   withr::local_envvar(
     DOWNSTREAM_URL = downstream$url("/data"),
     BREAKER_FAILURE_THRESHOLD = "2",
@@ -249,7 +246,7 @@ test_that("in a headless browser, the example app shows the open breaker", {
   app_dir <- guarded_fetch_app_dir()
   skip_if(app_dir == "", "the example app is not installed")
 
-  downstream <- local_shiny_downstream()
+  downstream <- local_downstream(shiny_downstream_app())
   get_json(downstream$url("/fail"))  # every /data request answers HTTP 500
   app <- local_guarded_fetch_app(c(
     DOWNSTREAM_URL = downstream$url("/data"),

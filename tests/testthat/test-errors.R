@@ -1,0 +1,58 @@
+# The wording of representative user-facing errors, pinned with snapshots
+# (_snaps/errors.md). After changing a message on purpose, review and accept
+# the new wording with testthat::snapshot_review() / snapshot_accept("errors").
+
+test_that("a bad argument to circuit_breaker() says what it must be", {
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(failure_threshold = 0)
+  })
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(window_size = 10, minimum_calls = 11)
+  })
+})
+
+test_that("a rejected call without a fallback says when the breaker will probe", {
+  b <- manual_breaker(failure_threshold = 1, recovery_timeout = 30, name = "errors-api")
+  trip(b$cb)
+  b$clock$advance(10)
+  expect_snapshot(error = TRUE, {
+    b$cb$execute(succeed)
+  })
+})
+
+test_that("assigning a read-only field says how to change it", {
+  cb <- circuit_breaker()
+  expect_snapshot(error = TRUE, {
+    cb$state <- "OPEN"
+  })
+  expect_snapshot(error = TRUE, {
+    cb$failure_count <- 0
+  })
+})
+
+test_that("configure() names an unknown argument", {
+  cb <- circuit_breaker()
+  expect_snapshot(error = TRUE, {
+    cb$configure(colour = "red")
+  })
+})
+
+test_that("breaker_get() rejects an empty name", {
+  expect_snapshot(error = TRUE, {
+    breaker_get("")
+  })
+})
+
+test_that("a missing package is named, with how to get it", {
+  skip_if_not_installed("httr2")
+  skip_if(exists("req_perform_promise", asNamespace("httr2")),
+          "this httr2 has req_perform_promise(): breaker_perform_async() needs nothing more")
+  # The installed httr2's version is not part of the wording.
+  hide_version <- function(lines) {
+    text <- gsub("(this is httr2\\s+)[0-9][0-9.-]*", "\\1<version>", paste(lines, collapse = "\n"))
+    strsplit(text, "\n", fixed = TRUE)[[1]]
+  }
+  expect_snapshot(error = TRUE, transform = hide_version, {
+    breaker_perform_async(httr2::request("http://127.0.0.1:1/"), breaker = circuit_breaker())
+  })
+})
