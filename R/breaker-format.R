@@ -31,6 +31,7 @@ format_breaker <- function(m, config) {
 #' @param row.names,optional,... Ignored; for compatibility with the generic.
 #' @return A data frame with one row and the columns of `x$metrics()`.
 #' @export
-as.data.frame.CircuitBreaker <- function(x, row.names = NULL, optional = FALSE, ...) {
+# `row.names` is the generic's argument name.
+as.data.frame.CircuitBreaker <- function(x, row.names = NULL, optional = FALSE, ...) { # nolint: object_name_linter.
   as.data.frame(x$metrics(), stringsAsFactors = FALSE)
 }

@@ -18,7 +18,7 @@ response_status <- function(x) {
   }
   if (is.list(x) && !is.object(x) && is.numeric(x[["status_code"]]) &&
       is.raw(x[["content"]]) && is.character(x[["url"]])) {
-    return(as.integer(x$status_code))  # curl::curl_fetch_memory()
+    return(as.integer(x$status_code))  # the list from curl's curl_fetch_memory
   }
   NULL
 }

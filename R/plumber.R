@@ -68,7 +68,9 @@ pr_circuit_breakers <- function(pr, path = "/circuit-breakers", authorize = NULL
   }
   if (!is.character(path) || length(path) != 1L || is.na(path) ||
       !grepl("^(/[A-Za-z0-9._~-]+)+$", path)) {
-    abort_bad_argument("path", "a URL path such as \"/circuit-breakers\" (segments of letters, digits, `.`, `_`, `~` and `-`; no trailing `/`)",
+    must <- paste("a URL path such as \"/circuit-breakers\"",
+                  "(segments of letters, digits, `.`, `_`, `~` and `-`; no trailing `/`)")
+    abort_bad_argument("path", must,
                        path, call = call)
   }
   if (!is.null(authorize) && !is.function(authorize)) {

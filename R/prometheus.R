@@ -105,9 +105,11 @@ prom_families <- list(
   list(name = "circuitbreaker_calls_total", type = "counter",
        help = "Calls through the breaker by outcome (success, failure, ignored, rejected, released).",
        label = "outcome",
-       samples = function(m) c(success = prom_field(m, "successes"), failure = prom_field(m, "failures"),
-                               ignored = prom_field(m, "ignored"), rejected = prom_field(m, "rejected"),
-                               released = prom_field(m, "released"))),
+       samples = function(m) {
+         c(success = prom_field(m, "successes"), failure = prom_field(m, "failures"),
+           ignored = prom_field(m, "ignored"), rejected = prom_field(m, "rejected"),
+           released = prom_field(m, "released"))
+       }),
   list(name = "circuitbreaker_slow_calls_total", type = "counter",
        help = "Calls slower than slow_call_duration.",
        samples = function(m) prom_field(m, "slow_calls")),
@@ -168,10 +170,9 @@ prom_rows <- function(breakers, call = rlang::caller_env()) {
     names_[unnamed] <- paste0("unnamed-", seq_len(sum(unnamed)))
   }
   if (anyDuplicated(names_)) {
-    dup <- names_[anyDuplicated(names_)]
     cli::cli_abort(
       c("Each breaker must appear once, under a distinct name.",
-        x = "{.val {dup}} names more than one of {.arg breakers}."),
+        x = "{.val {names_[anyDuplicated(names_)]}} names more than one of {.arg breakers}."),
       class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
       argument = "breakers", call = call
     )

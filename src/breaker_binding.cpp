@@ -17,12 +17,12 @@
 #include "config_from_r.h"
 #include "r_interface.h"
 
+using cbr::BreakerHandle;
 using circuitbreaker::Admission;
 using circuitbreaker::Nanos;
 using circuitbreaker::Outcome;
 using circuitbreaker::Permit;
 using circuitbreaker::State;
-using cbr::BreakerHandle;
 
 namespace {
 
@@ -71,7 +71,8 @@ Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
   const double t = REAL(timeout)[0];
   return circuitbreaker::async_probe_lease(
       h.breaker.settings(),
-      ISNAN(t) ? std::optional<Nanos>() : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));
+      ISNAN(t) ? std::optional<Nanos>()
+               : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));
 }
 
 // What R needs to answer a rejection: c(state, retry_after, reason, listening).
@@ -88,11 +89,13 @@ SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) 
 
 // [[Rcpp::export(rng = false)]]
 SEXP cb_create(SEXP config, SEXP clock) {
-  return cbr::make_breaker_pointer(cbr::config_merge(circuitbreaker::Config{}, config), clock);
+  return cbr::make_breaker_pointer(cbr::config_merge(circuitbreaker::Config{}, config),
+                                   clock);
 }
 
 // See R/breaker-execute.R for what each kind of result means to R.
-extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func, SEXP timeout) {
+extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func,
+                           SEXP timeout) {
   BEGIN_RCPP
   BreakerHandle& h = cbr::breaker_from(ptr);
   if (!Rf_isFunction(request_func)) {
@@ -102,7 +105,8 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func, SEXP
   if (has_fallback && !Rf_isFunction(fallback_func)) {
     cbr::abort_argument("fallback_func", "NULL or a function", fallback_func);
   }
-  const circuitbreaker::Admission a = h.breaker.acquire(h.now(), probe_lease_from_r(h, timeout));
+  const circuitbreaker::Admission a =
+      h.breaker.acquire(h.now(), probe_lease_from_r(h, timeout));
   if (a.permitted) {
     if (!h.listening) return permit_to_r(a.permit);
     SEXP out = PROTECT(Rf_allocVector(VECSXP, 1));
@@ -110,7 +114,8 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func, SEXP
     UNPROTECT(1);
     return out;
   }
-  if (has_fallback && !h.listening && takes_no_arguments(fallback_func)) return R_NilValue;
+  if (has_fallback && !h.listening && takes_no_arguments(fallback_func))
+    return R_NilValue;
   return rejection_to_r(h, a);
   END_RCPP
 }
@@ -122,7 +127,8 @@ extern "C" SEXP cb_record(SEXP ptr, SEXP permit, SEXP outcome, SEXP open_for) {
   const Permit p = permit_from_r(permit);
   const Outcome o = outcome_from_r(outcome);
   Nanos hint = -1;
-  if (TYPEOF(open_for) == REALSXP && Rf_xlength(open_for) == 1 && REAL(open_for)[0] >= 0) {
+  if (TYPEOF(open_for) == REALSXP && Rf_xlength(open_for) == 1 &&
+      REAL(open_for)[0] >= 0) {
     hint = circuitbreaker::seconds_to_nanos(REAL(open_for)[0]);
   }
   const bool recorded = h.breaker.record(p, o, h.now(), hint);
@@ -141,17 +147,16 @@ extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
 // Whether a fallback receives the condition (it declares an argument): the
 // rule cb_acquire() applies on its fast path, for R's other paths.
 // [[Rcpp::export(rng = false)]]
-bool cb_takes_argument(SEXP f) {
-  return !takes_no_arguments(f);
-}
+bool cb_takes_argument(SEXP f) { return !takes_no_arguments(f); }
 
 // The core's argument table: names and defaults (NULL for an optional that
 // is unset by default), for R's formals.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_argument_table() {
   SEXP defaults = PROTECT(cbr::config_to_list(circuitbreaker::Config{}, false));
-  SEXP out = Rcpp::List::create(Rcpp::Named("name") = Rf_getAttrib(defaults, R_NamesSymbol),
-                                Rcpp::Named("default") = defaults);
+  SEXP out =
+      Rcpp::List::create(Rcpp::Named("name") = Rf_getAttrib(defaults, R_NamesSymbol),
+                         Rcpp::Named("default") = defaults);
   UNPROTECT(1);
   return out;
 }
@@ -267,7 +272,8 @@ SEXP cb_snapshot(SEXP ptr) {
       {"probes_in_flight", static_cast<double>(s.probes_in_flight)},
       {"probe_successes", static_cast<double>(s.probe_successes)},
       {"ramp_share", s.ramp_share},
-      {"seconds_since_failure", s.has_failure ? seconds(s.now - s.last_failure_at) : NA_REAL},
+      {"seconds_since_failure",
+       s.has_failure ? seconds(s.now - s.last_failure_at) : NA_REAL},
       {"transitions", count(s.last_transition)},
       {"generation", count(s.generation)},
   };
@@ -293,7 +299,8 @@ SEXP cb_transitions(SEXP ptr, SEXP after) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const std::uint64_t after_seq = circuitbreaker::count_from_double(Rf_asReal(after));
   circuitbreaker::Transition buf[circuitbreaker::TransitionLog::kCapacity];
-  const std::size_t n = h.breaker.transitions_since(after_seq, buf, circuitbreaker::TransitionLog::kCapacity);
+  const std::size_t n = h.breaker.transitions_since(
+      after_seq, buf, circuitbreaker::TransitionLog::kCapacity);
   const Nanos now = h.now();
   Rcpp::NumericVector seq(n), ago(n);
   Rcpp::CharacterVector from(n), to(n);
@@ -339,6 +346,4 @@ SEXP cb_history(SEXP ptr) {
 
 // Bytes of C++ memory one breaker's handle takes (for bench/scale.R).
 // [[Rcpp::export(rng = false)]]
-int cb_handle_size() {
-  return static_cast<int>(sizeof(BreakerHandle));
-}
+int cb_handle_size() { return static_cast<int>(sizeof(BreakerHandle)); }

@@ -15,8 +15,8 @@ namespace cbr {
 using circuitbreaker::Config;
 using circuitbreaker::FieldInfo;
 using circuitbreaker::FieldKind;
-using circuitbreaker::kConfigFields;
 using circuitbreaker::kConfigFieldCount;
+using circuitbreaker::kConfigFields;
 
 namespace {
 
@@ -60,10 +60,12 @@ const char* requirement_for(const Config& base, const FieldInfo& f) {
 // Sets one field from an R value, or raises the classed error for it.
 void set_field(Config& config, const FieldInfo& f, SEXP x) {
   if (f.kind == FieldKind::WindowType) {
-    const char* t = (TYPEOF(x) == STRSXP && Rf_xlength(x) == 1 && STRING_ELT(x, 0) != NA_STRING)
-                        ? CHAR(STRING_ELT(x, 0))
-                        : "";
-    const std::optional<circuitbreaker::WindowType> w = circuitbreaker::parse_window_type(t);
+    const char* t =
+        (TYPEOF(x) == STRSXP && Rf_xlength(x) == 1 && STRING_ELT(x, 0) != NA_STRING)
+            ? CHAR(STRING_ELT(x, 0))
+            : "";
+    const std::optional<circuitbreaker::WindowType> w =
+        circuitbreaker::parse_window_type(t);
     if (!w) abort_argument(f.name, "\"count\" or \"time\"", x);
     config.window_type = *w;
     return;

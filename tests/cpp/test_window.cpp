@@ -32,18 +32,18 @@ namespace Catch {
 template <>
 struct StringMaker<WindowTotals> {
   static std::string convert(const WindowTotals& t) {
-    return "{calls " + std::to_string(t.calls) + ", failures " + std::to_string(t.failures) +
-           ", slow " + std::to_string(t.slow) + "}";
+    return "{calls " + std::to_string(t.calls) + ", failures " +
+           std::to_string(t.failures) + ", slow " + std::to_string(t.slow) + "}";
   }
 };
 }  // namespace Catch
 
-#define CHECK_TOTALS(expr, c, f, s)                  \
-  do {                                               \
-    const WindowTotals got_ = (expr);                \
+#define CHECK_TOTALS(expr, c, f, s)                   \
+  do {                                                \
+    const WindowTotals got_ = (expr);                 \
     const WindowTotals want_ = totals((c), (f), (s)); \
-    CAPTURE(got_, want_);                            \
-    CHECK(equal(got_, want_));                       \
+    CAPTURE(got_, want_);                             \
+    CHECK(equal(got_, want_));                        \
   } while (0)
 
 TEST_CASE("CountWindow keeps the last N calls", "[window]") {
@@ -137,9 +137,9 @@ TEST_CASE("TimeWindow holds the last ten buckets", "[window]") {
   CHECK_TOTALS(w.totals_at(width, 0), 0, 0, 0);
 
   SECTION("calls stay while their bucket is one of the last ten") {
-    w.add(width, 0, true, false);    // bucket 0
-    w.add(width, 99, false, true);   // bucket 0
-    w.add(width, 100, true, true);   // bucket 1
+    w.add(width, 0, true, false);   // bucket 0
+    w.add(width, 99, false, true);  // bucket 0
+    w.add(width, 100, true, true);  // bucket 1
     CHECK_TOTALS(w.totals_at(width, 100), 3, 2, 2);
     CHECK_TOTALS(w.totals_at(width, 999), 3, 2, 2);   // bucket 9: 0 is still in
     CHECK_TOTALS(w.totals_at(width, 1000), 1, 1, 1);  // bucket 10: 0 fell out
@@ -151,7 +151,7 @@ TEST_CASE("TimeWindow holds the last ten buckets", "[window]") {
     w.add(width, 250, false, false);
     CHECK_TOTALS(w.totals_at(width, 5000), 0, 0, 0);  // far later: empty
     CHECK_TOTALS(w.totals_at(width, 1100), 1, 0, 0);
-    CHECK_TOTALS(w.totals_at(width, 250), 2, 1, 0);   // still all there
+    CHECK_TOTALS(w.totals_at(width, 250), 2, 1, 0);  // still all there
     w.add(width, 300, true, true);
     CHECK_TOTALS(w.totals_at(width, 300), 3, 2, 1);
   }
@@ -160,7 +160,7 @@ TEST_CASE("TimeWindow holds the last ten buckets", "[window]") {
     w.add(width, 500, true, false);
     w.add(width, 1000, false, false);  // bucket 10: bucket 0 leaves
     CHECK_TOTALS(w.totals_at(width, 1000), 2, 1, 0);
-    w.add(width, 1550, false, true);   // bucket 15: bucket 5 leaves
+    w.add(width, 1550, false, true);  // bucket 15: bucket 5 leaves
     CHECK_TOTALS(w.totals_at(width, 1550), 2, 0, 1);
   }
   SECTION("a jump of exactly the window length empties it") {
@@ -210,15 +210,17 @@ TEST_CASE("TimeWindow matches a brute-force count over random times", "[window]"
     for (int i = 0; i < 3000 && ok; ++i) {
       // Steps from nothing to a few windows, often within one bucket.
       const std::uint64_t r = g() % 10;
-      const std::uint64_t span = static_cast<std::uint64_t>(width) *
-                                 (r < 5 ? 1 : r < 9 ? 10 : 40);
+      const std::uint64_t span = static_cast<std::uint64_t>(width) * (r < 5   ? 1
+                                                                      : r < 9 ? 10
+                                                                              : 40);
       now += static_cast<Nanos>(g() % (span + 1));
       if (g() % 3 != 0) {
         const bool failed = (g() & 1) != 0, slow = (g() % 3) == 0;
         w.add(width, now, failed, slow);
         calls.push_back({now, failed, slow});
       }
-      const Nanos later = now + static_cast<Nanos>(g() % (static_cast<std::uint64_t>(width) * 12));
+      const Nanos later =
+          now + static_cast<Nanos>(g() % (static_cast<std::uint64_t>(width) * 12));
       for (Nanos at : {now, later}) {
         std::uint64_t n = 0, f = 0, s = 0;
         const std::int64_t k = at / width;

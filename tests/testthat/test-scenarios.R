@@ -123,7 +123,7 @@ test_that("a lost probe noticed late re-opens the breaker as of its expiry", {
   skip_if_not_installed("promises")
   m <- manual_breaker(failure_threshold = 1, recovery_timeout = 30, half_open_max_wait = 30)
   cb <- m$cb
-  trip(cb)                     # t = 0
+  trip(cb)                     # at t = 0
   m$clock$advance(31)
   cb$execute_async(never_settles)  # the probe, lost at t = 31
   m$clock$advance(3600 - 31)   # first noticed an hour later

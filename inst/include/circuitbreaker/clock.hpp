@@ -38,14 +38,17 @@ class ManualClock {
   // that a reading plus any configured duration cannot overflow. Each check
   // returns nullptr when `seconds` is allowed, else what it must be.
   static const char* check_start(double seconds) noexcept {
-    if (std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxClockSeconds) return nullptr;
-    return "a number of seconds from 0 to " CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS);
+    if (std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxClockSeconds)
+      return nullptr;
+    return "a number of seconds from 0 to " CIRCUITBREAKER_STRINGIFY(
+        CIRCUITBREAKER_MAX_CLOCK_SECONDS);
   }
   const char* check_advance(double seconds) const noexcept {
     const double at = nanos_to_seconds(now());
-    if (std::isfinite(seconds) && seconds >= 0 && at + seconds <= kMaxClockSeconds) return nullptr;
-    return "a number of seconds, at least 0, that keeps the clock below " CIRCUITBREAKER_STRINGIFY(
-        CIRCUITBREAKER_MAX_CLOCK_SECONDS);
+    if (std::isfinite(seconds) && seconds >= 0 && at + seconds <= kMaxClockSeconds)
+      return nullptr;
+    return "a number of seconds, at least 0, that keeps the clock "
+           "below " CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS);
   }
 
  private:

@@ -46,7 +46,8 @@ struct Admission {
 // call always settles (an interrupt releases its permit) and passes kNever;
 // an asynchronous one may never settle, and must not hold HALF_OPEN forever.
 template <typename SettingsT>
-inline Nanos async_probe_lease(const SettingsT& s, std::optional<Nanos> call_timeout) noexcept {
+inline Nanos async_probe_lease(const SettingsT& s,
+                               std::optional<Nanos> call_timeout) noexcept {
   return call_timeout ? *call_timeout : s.recovery_timeout;
 }
 
