@@ -41,7 +41,11 @@ downstream <- function(trace, t, u) {
     `hard down` = list(ok = FALSE, seconds = 0.001),
     `30% flaky` = list(ok = u >= 0.3, seconds = 0.05),
     slow = list(ok = TRUE, seconds = 3),
-    flapping = if (floor((t - incident[1]) / 10) %% 2 == 0) list(ok = FALSE, seconds = 0.001) else list(ok = TRUE, seconds = 0.05)
+    flapping = if (floor((t - incident[1]) / 10) %% 2 == 0) {
+      list(ok = FALSE, seconds = 0.001)
+    } else {
+      list(ok = TRUE, seconds = 0.05)
+    }
   )
 }
 
@@ -145,11 +149,13 @@ traces <- c("hard down", "30% flaky", "slow", "flapping")
 table <- do.call(rbind, lapply(traces, function(tr) do.call(rbind, lapply(names(rules), function(r) simulate(tr, r)))))
 
 cat(sprintf("R %s, circuitbreaker %s, %s\n\n", getRversion(), packageVersion("circuitbreaker"), format(Sys.Date())))
-cat("| trace | rule | calls to the failing downstream | s blocked in calls during the incident | rejected while healthy | s to detect | s to recover |\n")
+cat(paste0("| trace | rule | calls to the failing downstream | s blocked in calls during the incident | ",
+           "rejected while healthy | s to detect | s to recover |\n"))
 cat("|---|---|---|---|---|---|---|\n")
 for (i in seq_len(nrow(table))) {
   r <- table[i, ]
-  cat(sprintf("| %s | %s | %d | %s | %d | %s | %s |\n", r$trace, r$rule, r$calls_to_failing_downstream, r$seconds_blocked,
+  cat(sprintf("| %s | %s | %d | %s | %d | %s | %s |\n", r$trace, r$rule,
+              r$calls_to_failing_downstream, r$seconds_blocked,
               r$rejected_while_healthy, ifelse(is.na(r$seconds_to_detect), "never", r$seconds_to_detect),
               r$seconds_to_recover))
 }
@@ -163,7 +169,10 @@ for (tr in traces) {
              `rejected while healthy` = sub$rejected_while_healthy)
   colnames(m) <- sub$rule
   graphics::barplot(m, beside = TRUE, horiz = TRUE, las = 1, col = c("#c62828", "#9e9e9e"),
-                    main = paste0(tr, " (detect s: ", paste(ifelse(is.na(sub$seconds_to_detect), "-", sub$seconds_to_detect), collapse = " / "), ")"),
+                    main = paste0(tr, " (detect s: ",
+                                  paste(ifelse(is.na(sub$seconds_to_detect), "-", sub$seconds_to_detect),
+                                        collapse = " / "),
+                                  ")"),
                     xlab = "calls", legend.text = tr == traces[1], args.legend = list(x = "bottomright", cex = 0.8))
 }
 graphics::par(old)

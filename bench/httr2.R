@@ -30,10 +30,10 @@
 #
 # Rows (each rejects; no request reaches the server while they run, which the
 # script checks with the server's own counter):
-#   httr2:   tryCatch(req_perform(req), httr2_breaker = function(e) NULL)
-#   breaker_perform(req, cb, fallback = function() NULL)
+#   httr2: req_perform(req) in a tryCatch() whose httr2_breaker handler returns NULL
+#   breaker_perform(req, cb, fallback = function() NULL) with an explicit breaker
 #   breaker_perform(req, fallback = ...) with the default breaker_for(req)
-#   tryCatch(breaker_perform(req, cb), circuit_breaker_open = function(e) NULL)
+#   breaker_perform(req, cb) in a tryCatch() whose circuit_breaker_open handler returns NULL
 #   cb$execute(f, fb) on an open breaker: the floor of any rejection.
 # Allocated: bench's mem_alloc, from one evaluation made after a warm-up.
 # R's memory profiler reports vectors over 128 bytes one by one and smaller
@@ -111,7 +111,11 @@ floor_execute <- function() cb$execute(f, fb)
 stopifnot(is.null(httr2_reject()), is.null(cb_fallback()), is.null(cb_default()),
           is.null(cb_no_fallback()), identical(floor_execute(), 2))
 for (i in 1:20) {  # warm-up: byte-compilation and first-call costs
-  httr2_reject(); cb_fallback(); cb_default(); cb_no_fallback(); floor_execute()
+  httr2_reject()
+  cb_fallback()
+  cb_default()
+  cb_no_fallback()
+  floor_execute()
 }
 hits_before_mark <- hits()
 
@@ -141,12 +145,19 @@ ids <- as.character(results$expression)
 median_ns <- as.numeric(results$median) * 1e9
 names(median_ns) <- ids
 fmt <- function(ns) {
-  if (ns >= 1e6) sprintf("%.2f ms", ns / 1e6) else if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
+  if (ns >= 1e6) {
+    sprintf("%.2f ms", ns / 1e6)
+  } else if (ns >= 1000) {
+    sprintf("%.2f us", ns / 1000)
+  } else {
+    sprintf("%.0f ns", ns)
+  }
 }
 base <- median_ns[["httr2"]]
 rows <- vapply(seq_along(ids), function(i) {
   sprintf("| %s | %s | %s | %d | %sx | %sx |", labels[[ids[i]]], fmt(median_ns[[i]]),
-          format(results$mem_alloc[i]), as.integer(results$n_gc[i]), format(signif(median_ns[[i]] / base, 2), scientific = FALSE),
+          format(results$mem_alloc[i]), as.integer(results$n_gc[i]),
+          format(signif(median_ns[[i]] / base, 2), scientific = FALSE),
           format(round(base / median_ns[[i]]), big.mark = ","))
 }, character(1))
 version_of <- function(pkg) {
@@ -157,9 +168,13 @@ cat(
           getRversion(), version_of("httr2"), version_of("curl"), version_of("rlang"),
           version_of("vctrs"), version_of("cli"), version_of("circuitbreaker"), utils::packageVersion("bench"),
           curl::curl_version()$version, iterations, format(Sys.time(), "%Y-%m-%d")),
-  sprintf("Opening: httr2's breaker tripped during one req_perform() call after %d attempts (failure_threshold = 3, max_tries = 5, no backoff); circuitbreaker's opened after %d breaker_perform() calls (failure_threshold = 3). Requests reaching the server while the rejections were timed: %d.\n\n",
+  sprintf(paste0("Opening: httr2's breaker tripped during one req_perform() call after %d attempts ",
+                 "(failure_threshold = 3, max_tries = 5, no backoff); circuitbreaker's opened after %d ",
+                 "breaker_perform() calls (failure_threshold = 3). ",
+                 "Requests reaching the server while the rejections were timed: %d.\n\n"),
           httr2_attempts, cb_attempts, hits_during_mark),
-  "| rejected call | median | allocated (vectors > 128 B, one call) | garbage collections in the timed calls | median / httr2's | httr2's / median |\n",
+  paste0("| rejected call | median | allocated (vectors > 128 B, one call) | ",
+         "garbage collections in the timed calls | median / httr2's | httr2's / median |\n"),
   "|---|---|---|---|---|---|\n",
   paste0(rows, "\n"),
   sep = ""
