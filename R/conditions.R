@@ -72,7 +72,7 @@ open_condition <- function(name, state, retry_after, reason) {
   label <- if (is.null(name)) "The circuit breaker" else paste0("Circuit breaker \"", name, "\"")
   why <- switch(reason,
     forced_open = "it was forced open; call `$reset()` to close it",
-    ramp_up = "it is letting calls back in gradually after recovering (ramp-up); retry at once",
+    ramp_up = "it is ramping up after recovering and lets a growing share of calls through; the next call may go",
     half_open_full = if (is.na(retry_after)) {
       "every probe slot is taken; the next call may go once a probe in flight settles"
     } else {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
@@ -273,4 +275,70 @@ TEST_CASE("state block sizes", "[breaker][sizeof]") {
   CHECK(cb::TransitionLog::kCapacity == 32);
   CHECK(cb::kHistoryBuckets == 60);
   CHECK(cb::kHistoryBucketWidth == 5 * kS);
+}
+
+TEST_CASE("a rejection names the state that refused the call", "[leases][rejection]") {
+  Config c;
+  c.failure_threshold = 1;
+  c.ramp_up = 10;
+  c.recovery_timeout = 1;
+  Breaker b(settings_of(c), 0);
+  Admission a = b.acquire(0);
+  b.record(a.permit, Outcome::Failure, 0);
+  const Admission open = b.acquire(kS / 2);
+  CHECK_FALSE(open.permitted);
+  CHECK(open.state == State::Open);
+  CHECK(open.rejection == Rejection::Open);
+
+  const Admission probe = b.acquire(2 * kS);  // the probe, held
+  REQUIRE(probe.permitted);
+  const Admission full = b.acquire(2 * kS);
+  CHECK(full.state == State::HalfOpen);
+  CHECK(full.rejection == Rejection::HalfOpenFull);
+  CHECK(full.retry_after == cb::kUnknownWait);
+  b.record(probe.permit, Outcome::Success, 2 * kS);
+
+  const Admission ramp = b.acquire(2 * kS);  // just closed: nothing admitted yet
+  CHECK_FALSE(ramp.permitted);
+  CHECK(ramp.state == State::Closed);
+  CHECK(ramp.rejection == Rejection::RampUp);
+  CHECK(ramp.retry_after == 0);
+
+  b.force_open(3 * kS);
+  const Admission forced = b.acquire(3 * kS);
+  CHECK(forced.state == State::ForcedOpen);
+  CHECK(forced.retry_after == cb::kNever);
+}
+
+TEST_CASE("an async probe's lease is its timeout, else recovery_timeout", "[leases][async]") {
+  Config c;
+  c.recovery_timeout = 30;
+  const cb::Settings s = settings_of(c);
+  CHECK(cb::async_probe_lease(s, std::optional<Nanos>(5 * kS)) == 5 * kS);
+  CHECK(cb::async_probe_lease(s, std::nullopt) == 30 * kS);
+  // half_open_max_wait wins over the lease, in acquire().
+  c.half_open_max_wait = 12;
+  c.failure_threshold = 1;
+  Breaker b(settings_of(c), 0);
+  b.record(b.acquire(0).permit, Outcome::Failure, 0);
+  REQUIRE(b.acquire(31 * kS, cb::async_probe_lease(b.settings(), 5 * kS)).permitted);
+  CHECK(b.acquire(31 * kS).retry_after == 12 * kS);
+}
+
+TEST_CASE("counts from doubles saturate, and manual clock readings stay in range", "[types][clock]") {
+  CHECK(cb::count_from_double(-1) == 0);
+  CHECK(cb::count_from_double(std::numeric_limits<double>::quiet_NaN()) == 0);
+  CHECK(cb::count_from_double(42.9) == 42);
+  CHECK(cb::count_from_double(1e300) == static_cast<std::uint64_t>(cb::kMaxCountAsDouble));
+
+  CHECK(cb::ManualClock::check_start(0) == nullptr);
+  CHECK(cb::ManualClock::check_start(cb::kMaxClockSeconds) == nullptr);
+  const char* must = cb::ManualClock::check_start(cb::kMaxClockSeconds * 2);
+  REQUIRE(must != nullptr);
+  CHECK(std::strstr(must, CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS)) != nullptr);
+  CHECK(cb::ManualClock::check_start(-1) != nullptr);
+  cb::ManualClock clock(cb::seconds_to_nanos(cb::kMaxClockSeconds - 1));
+  CHECK(clock.check_advance(1) == nullptr);
+  CHECK(clock.check_advance(2) != nullptr);
+  CHECK(clock.check_advance(std::numeric_limits<double>::infinity()) != nullptr);
 }

@@ -56,7 +56,9 @@ breaker_arguments_valid <- list(
   jitter = function(x) is_single_number(x) && x >= 0 && x <= 1,
   ramp_up = function(x) is_seconds(x, TRUE),
   failure_when = null_or(is.function),
-  ignore = null_or(function(x) is.character(x) && length(x) > 0 && !anyNA(x) && all(nzchar(x)) && !is.object(x)),
+  ignore = null_or(function(x) {
+    is.function(x) || (is.character(x) && length(x) > 0 && !anyNA(x) && all(nzchar(x)) && !is.object(x))
+  }),
   timeout = null_or(function(x) is_number(x) && x > 0 && x <= 1e6),
   failure_statuses = function(x) {
     is.numeric(x) && !is.object(x) && !anyNA(x) && all(x == floor(x)) && all(x >= 100 & x <= 599)
@@ -117,21 +119,6 @@ bad_input_specs <- list(
     group = "plumber_shiny",
     args = function() list(id = "d", breakers = NULL, interval = 1),
     valid = list(id = is_string, breakers = null_or(is_breaker), interval = function(x) is_number(x) && x >= 0.1)
-  ),
-  # The two demonstrations are walked only while the package exports them.
-  breaker_demo = list(
-    group = "demos", args = list,
-    valid = list(failing_for = function(x) is_number(x) && x > 0, requests = between(1, 10000, whole = TRUE),
-                 interval = function(x) is_number(x) && x > 0, timeout = function(x) is_number(x) && x > 0,
-                 quiet = is_flag)
-  ),
-  breaker_avalanche_demo = list(
-    group = "demos", args = list,
-    valid = list(phase_seconds = nothing, concurrency = between(1, 64, whole = TRUE),
-                 downstream_timeout = between(0.05, 30), recovery_timeout = between(0.05, 300),
-                 failure_threshold = between(1, 100, whole = TRUE),
-                 slice_seconds = between(0.05, 2.5),  # up to a quarter of the shortest default phase
-                 plot_file = null_or(is_string), quiet = is_flag)
   )
 )
 

@@ -97,8 +97,3 @@ test_that("the plumber and Shiny helpers reject bad input", {
   skip_if_not_installed("shiny")
   walk_exported("plumber_shiny")
 })
-
-test_that("the demonstrations reject bad input before starting anything", {
-  walked <- walk_exported("demos")
-  if (!length(walked)) skip("the package exports no demonstration")
-})

@@ -56,3 +56,16 @@ test_that("a missing package is named, with how to get it", {
     breaker_perform_async(httr2::request("http://127.0.0.1:1/"), breaker = circuit_breaker())
   })
 })
+
+test_that("a rejected call says why: a probe in flight, ramp-up, forced open", {
+  m <- manual_breaker(failure_threshold = 1, recovery_timeout = 30, ramp_up = 10)
+  trip(m$cb)
+  m$clock$advance(31)
+  m$cb$execute(function() {
+    expect_snapshot(m$cb$execute(succeed), error = TRUE)
+    "probe"
+  })
+  expect_snapshot(m$cb$execute(succeed), error = TRUE)
+  m$cb$force_open()
+  expect_snapshot(m$cb$execute(succeed), error = TRUE)
+})

@@ -166,7 +166,7 @@ test_that("a call refused by ramp-up says so", {
   expect_s3_class(err, "circuit_breaker_open")
   expect_equal(err$reason, "ramp_up")
   expect_equal(err$state, "CLOSED")
-  expect_match(conditionMessage(err), "ramp-up")
+  expect_match(conditionMessage(err), "ramping up")
   expect_no_match(conditionMessage(err), "next probe")
 })
 
