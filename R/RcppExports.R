@@ -77,6 +77,10 @@ cb_handle_size <- function() {
     .Call(`_circuitbreaker_cb_handle_size`)
 }
 
+cb_endpoint_key <- function(x) {
+    .Call(`_circuitbreaker_cb_endpoint_key`, x)
+}
+
 cb_clock_create <- function(start) {
     .Call(`_circuitbreaker_cb_clock_create`, start)
 }

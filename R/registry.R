@@ -12,7 +12,7 @@
 #'
 #' The registry keeps each breaker's state (its C++ state machine and its R-side
 #' settings and listeners), not the R object you get: that is built again when
-#' needed, so a registered breaker costs about 3 KB. The object you hold stays
+#' needed, so a registered breaker costs about 4 KB. The object you hold stays
 #' the same object for as long as you hold it.
 #'
 #' @param x A URL (`"https://api.example.com/v1/items"`), an httr2 request, or
@@ -82,27 +82,17 @@ registry <- new.env(parent = emptyenv())
 registry$entries <- new.env(parent = emptyenv(), hash = TRUE)
 registry$clock <- 0
 
-# URL -> key, remembered: parsing a URL costs ~25 us, a lookup ~1 us. Bounded:
-# forgotten wholesale when it grows past 10,000 URLs.
-registry$keys <- new.env(parent = emptyenv(), hash = TRUE)
-
 # The URL of an httr2 request, or `x` itself.
 request_url <- function(x) {
   if (inherits(x, "httr2_request") && is.character(x$url)) x$url else x
 }
 
-# The registry key of a URL, an httr2 request or a host name.
+# The registry key of a URL, an httr2 request or a host name: "host:port"
+# (the rule is the core's endpoint_key(), in C++: it runs on every lookup).
 registry_key <- function(x, call = rlang::caller_env()) {
   x <- request_url(x)
-  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
-    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
-  }
-  registry$keys[[x]] %||% remember_key(x, breaker_key(x, call = call))
-}
-
-remember_key <- function(url, key) {
-  if (length(registry$keys) >= 10000) registry$keys <- new.env(parent = emptyenv(), hash = TRUE)
-  registry$keys[[url]] <- key
+  key <- cb_endpoint_key(x)
+  if (is.null(key)) abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
   key
 }
 
@@ -145,28 +135,4 @@ registry_make_room <- function() {
     }
   }
   invisible()  # every breaker is open or held open: keep them all
-}
-
-# "host:port" for a URL; a host (with optional port) as given, lower-cased.
-breaker_key <- function(x, call = rlang::caller_env()) {
-  if (!grepl("://", x, fixed = TRUE)) {
-    if (!grepl("^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?$", x)) {
-      abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
-    }
-    return(tolower(x))
-  }
-  # scheme://[userinfo@]host[:port][/path...], with plain string functions:
-  # this runs on every breaker_perform() call, and regexec() is ten times slower.
-  sep <- regexpr("://", x, fixed = TRUE)
-  scheme <- tolower(substr(x, 1L, sep - 1L))
-  authority <- sub("[/?#].*$", "", substr(x, sep + 3L, nchar(x)))
-  authority <- sub("^.*@", "", authority)
-  if (!grepl("^[A-Za-z][A-Za-z0-9+.-]*$", scheme) ||
-      !grepl("^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._~%-]+)(:[0-9]{1,5})?$", authority)) {
-    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
-  }
-  authority <- tolower(authority)
-  if (grepl(":[0-9]+$", authority)) return(authority)
-  port <- switch(scheme, http = "80", https = "443", ws = "80", wss = "443", ftp = "21", "")
-  if (nzchar(port)) paste0(authority, ":", port) else authority
 }

@@ -201,6 +201,16 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_endpoint_key
+SEXP cb_endpoint_key(SEXP x);
+RcppExport SEXP _circuitbreaker_cb_endpoint_key(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_endpoint_key(x));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_clock_create
 SEXP cb_clock_create(SEXP start);
 RcppExport SEXP _circuitbreaker_cb_clock_create(SEXP startSEXP) {
@@ -257,6 +267,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_is_live", (DL_FUNC) &_circuitbreaker_cb_is_live, 1},
     {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},
     {"_circuitbreaker_cb_handle_size", (DL_FUNC) &_circuitbreaker_cb_handle_size, 0},
+    {"_circuitbreaker_cb_endpoint_key", (DL_FUNC) &_circuitbreaker_cb_endpoint_key, 1},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},

@@ -347,3 +347,13 @@ SEXP cb_history(SEXP ptr) {
 // Bytes of C++ memory one breaker's handle takes (for bench/scale.R).
 // [[Rcpp::export(rng = false)]]
 int cb_handle_size() { return static_cast<int>(sizeof(BreakerHandle)); }
+
+// The registry key of a URL or host name ("host:port"), or NULL when `x` is
+// neither; see circuitbreaker/endpoint.hpp.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_endpoint_key(SEXP x) {
+  if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING) return R_NilValue;
+  std::string key;
+  if (!circuitbreaker::endpoint_key(CHAR(STRING_ELT(x, 0)), key)) return R_NilValue;
+  return Rf_mkString(key.c_str());
+}

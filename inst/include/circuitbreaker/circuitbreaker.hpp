@@ -23,7 +23,8 @@
 //   1  circuitbreaker 0.1.0
 //   2  acquire(now, probe_lease) with probe deadlines, kUnknownWait,
 //      record() / note() return bool, Config::rng_seed (was seed),
-//      the argument table (config_fields.hpp), BasicBreaker<Store>
+//      the argument table (config_fields.hpp), BasicBreaker<Store>,
+//      endpoint_key() (endpoint.hpp)
 #define CIRCUITBREAKER_API_VERSION 2
 
 #include "types.hpp"
@@ -42,5 +43,6 @@
 #include "store.hpp"
 #include "rules.hpp"
 #include "breaker.hpp"
+#include "endpoint.hpp"
 
 #endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP
