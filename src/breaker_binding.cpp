@@ -352,7 +352,8 @@ int cb_handle_size() { return static_cast<int>(sizeof(BreakerHandle)); }
 // neither; see circuitbreaker/endpoint.hpp.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_endpoint_key(SEXP x) {
-  if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING) return R_NilValue;
+  if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING)
+    return R_NilValue;
   std::string key;
   if (!circuitbreaker::endpoint_key(CHAR(STRING_ELT(x, 0)), key)) return R_NilValue;
   return Rf_mkString(key.c_str());

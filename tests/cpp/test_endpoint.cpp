@@ -36,9 +36,10 @@ TEST_CASE("a host name's key is itself, lower-cased", "[endpoint]") {
 }
 
 TEST_CASE("anything else has no key", "[endpoint]") {
-  for (const char* bad : {"", "not a host!", "http://", "http:///path", "://h", "1http://h",
-                          "http://h:", "http://h:123456", "http://h:80x", "host:", "[::1",
-                          "[]", "h~x", "http://ex ample.org", "http://[zz]/"}) {
+  for (const char* bad :
+       {"", "not a host!", "http://", "http:///path", "://h", "1http://h",
+        "http://h:", "http://h:123456", "http://h:80x", "host:", "[::1", "[]", "h~x",
+        "http://ex ample.org", "http://[zz]/"}) {
     INFO(bad);
     CHECK(key_of(bad) == "<invalid>");
   }

@@ -310,7 +310,8 @@ TEST_CASE("a rejection names the state that refused the call", "[leases][rejecti
   CHECK(forced.retry_after == cb::kNever);
 }
 
-TEST_CASE("an async probe's lease is its timeout, else recovery_timeout", "[leases][async]") {
+TEST_CASE("an async probe's lease is its timeout, else recovery_timeout",
+          "[leases][async]") {
   Config c;
   c.recovery_timeout = 30;
   const cb::Settings s = settings_of(c);
@@ -325,17 +326,20 @@ TEST_CASE("an async probe's lease is its timeout, else recovery_timeout", "[leas
   CHECK(b.acquire(31 * kS).retry_after == 12 * kS);
 }
 
-TEST_CASE("counts from doubles saturate, and manual clock readings stay in range", "[types][clock]") {
+TEST_CASE("counts from doubles saturate, and manual clock readings stay in range",
+          "[types][clock]") {
   CHECK(cb::count_from_double(-1) == 0);
   CHECK(cb::count_from_double(std::numeric_limits<double>::quiet_NaN()) == 0);
   CHECK(cb::count_from_double(42.9) == 42);
-  CHECK(cb::count_from_double(1e300) == static_cast<std::uint64_t>(cb::kMaxCountAsDouble));
+  CHECK(cb::count_from_double(1e300) ==
+        static_cast<std::uint64_t>(cb::kMaxCountAsDouble));
 
   CHECK(cb::ManualClock::check_start(0) == nullptr);
   CHECK(cb::ManualClock::check_start(cb::kMaxClockSeconds) == nullptr);
   const char* must = cb::ManualClock::check_start(cb::kMaxClockSeconds * 2);
   REQUIRE(must != nullptr);
-  CHECK(std::strstr(must, CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS)) != nullptr);
+  CHECK(std::strstr(must, CIRCUITBREAKER_STRINGIFY(CIRCUITBREAKER_MAX_CLOCK_SECONDS)) !=
+        nullptr);
   CHECK(cb::ManualClock::check_start(-1) != nullptr);
   cb::ManualClock clock(cb::seconds_to_nanos(cb::kMaxClockSeconds - 1));
   CHECK(clock.check_advance(1) == nullptr);

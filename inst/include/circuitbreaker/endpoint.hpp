@@ -16,12 +16,16 @@ namespace circuitbreaker {
 
 namespace detail {
 
-inline bool is_alpha(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+inline bool is_alpha(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 inline bool is_hex(char c) noexcept {
   return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
-inline char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+inline char lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 // The longest port: 65535.
 inline constexpr std::size_t kMaxPortDigits = 5;
@@ -90,7 +94,9 @@ inline bool endpoint_key(std::string_view x, std::string& key) {
     const std::string_view s = x.substr(0, sep);
     if (s.empty() || !detail::is_alpha(s[0])) return false;
     for (const char c : s) {
-      if (!(detail::is_alpha(c) || detail::is_digit(c) || c == '+' || c == '.' || c == '-')) return false;
+      if (!(detail::is_alpha(c) || detail::is_digit(c) || c == '+' || c == '.' ||
+            c == '-'))
+        return false;
       scheme.push_back(detail::lower(c));
     }
     std::string_view rest = x.substr(sep + 3);
