@@ -361,11 +361,7 @@ dashboard_css <- "
 .cbdash .recalculating { opacity: 1 !important; }
 "
 
-check_module_id <- function(id, call = rlang::caller_env()) {
-  if (!is.character(id) || length(id) != 1L || is.na(id) || !nzchar(id)) {
-    abort_bad_argument("id", "a single non-empty string", id, call = call)
-  }
-}
+check_module_id <- function(id, call = rlang::caller_env()) check_string(id, "id", call = call)
 
 check_dashboard_breakers <- function(breakers, call = rlang::caller_env()) {
   if (is.null(breakers)) return(NULL)

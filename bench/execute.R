@@ -4,9 +4,10 @@
 #   Rscript bench/execute.R            (from the repository root, after
 #                                       bash tools/setup.sh)
 #
-# Budgets (issue 2): CLOSED at most 1.3x a bare tryCatch() around the same
+# Budgets: CLOSED at most 1.3x a bare tryCatch() around the same
 # function; OPEN with a fallback at least 20x faster than a plain R6
-# implementation of the seed document's class, and at most 1 us.
+# implementation of the original class (from the article this package
+# follows), and at most 1 us.
 suppressPackageStartupMessages(library(circuitbreaker))
 source(file.path("bench", "seed_r6.R"))
 

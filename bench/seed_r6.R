@@ -1,4 +1,4 @@
-# A plain R6 circuit breaker with the seed document's rules, written for this
+# A plain R6 circuit breaker with the rules of the original R6 class (the "seed"), written for this
 # benchmark as the baseline "what users had before": state in R fields,
 # Sys.time() arithmetic, tryCatch() around the request.
 SeedBreaker <- R6::R6Class("SeedBreaker",

@@ -12,9 +12,10 @@ cd "$(dirname "$0")/.."
 # R packages: needed to build (Rcpp, R6, cli, rlang), to test and check
 # (testthat, withr, callr, webfakes, httr, httr2, curl, promises, later,
 # future, jsonlite, httpuv, plumber, shiny, knitr, rmarkdown), to benchmark
-# (bench) and to lint (lintr, for tools/lint.sh).
+# (bench), to lint (lintr, for tools/lint.sh) and to regenerate Collate
+# (roxygen2, for tools/check-collate.sh).
 r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl promises later
-            future jsonlite httpuv plumber shiny knitr rmarkdown bench lintr)
+            future jsonlite httpuv plumber shiny knitr rmarkdown bench lintr roxygen2)
 # Other tools: a C++17 compiler and make for the package and the C++ tests,
 # Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
 # promtool (in Debian's prometheus) to validate the metrics endpoint,
