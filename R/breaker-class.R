@@ -184,7 +184,6 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
   cloneable = FALSE,
   public = list(
     #' @description Create a breaker; see [circuit_breaker()] for arguments.
-    #' @param ... See [circuit_breaker()].
     initialize = function(...) {
       # The formals are replaced when the package loads (breaker_formals()).
       args <- as.list(environment())
