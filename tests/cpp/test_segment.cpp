@@ -115,9 +115,7 @@ template <typename F>
 pid_t spawn(F&& body) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    int code = 99;
-    code = body();
-    ::_exit(code);
+    ::_exit(body());
   }
   return pid;
 }

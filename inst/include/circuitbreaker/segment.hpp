@@ -203,7 +203,9 @@ struct Segment {
   void lock() noexcept {
     if (control.mutex.lock_robust([this]() noexcept { recover(); }) ==
         RobustMutex::LockResult::Failed) {
-      std::abort();  // see RobustMutex::lock()
+      // See RobustMutex::lock(). (An R binding must rule this out before
+      // use: R CMD check objects to abort() in a package's code.)
+      std::abort();
     }
   }
 
