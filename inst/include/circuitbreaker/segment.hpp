@@ -1,0 +1,524 @@
+// A breaker's state in a shared-memory mapping: the host store's core.
+//
+// Every process on a host that maps the same file (or POSIX shm object) and
+// attaches to it runs the one state machine (breaker.hpp) on one state block:
+//
+//   SegmentMapping map;
+//   if (int err = map.open_file("/dev/shm/cb-name", sizeof(Segment))) ...;
+//   SegmentStatus st = init_or_attach(map.data(), map.size(), settings,
+//                                     config_hash(config), now, getpid());
+//   if (st != SegmentStatus::Created && st != SegmentStatus::Attached) ...;
+//   SharedBreaker breaker(SharedBreaker::Attach{}, SegmentStore(*map.segment()),
+//                         settings);
+//   breaker.acquire(now) ...   // as any Breaker, under the segment's lock
+//
+// Layout (struct Segment, at offset 0 of the mapping):
+//   header   magic "CBSEG\0\0\1", layout version, init word (these three never
+//            move, whatever the version), layout check, total size, hash of
+//            the configuration, creator pid, creation time
+//   control  a robust process-shared mutex (shared_lock.hpp), the sequence
+//            counter, the index of the committed slot, the dirty flag
+//   slots    two BreakerState blocks
+//
+// Crash consistency (copy and switch). A process may be SIGKILLed at any
+// instruction, in the middle of an update and holding the lock. Recovering
+// the mutex is not enough: the block it guarded may be half written. So:
+//   - slots[committed] is always a whole, consistent state. Nobody writes it.
+//   - The first write access in a critical section (SegmentStore::state(),
+//     i.e. Segment::working()) copies slots[committed] into the other slot,
+//     sets `dirty`, and hands out that copy; the state machine mutates it.
+//   - unlock() publishes a dirty copy: seq becomes odd, `committed` flips to
+//     the copy (a release store: the commit point), seq becomes even again,
+//     dirty is cleared; then the mutex is unlocked. A critical section that
+//     only read (snapshot(), history()) reads slots[committed] and commits
+//     nothing.
+//   - When the mutex reports EOWNERDEAD, the recovery hook clears `dirty`
+//     (the dead owner's copy, whole or not, is discarded and overwritten by
+//     the next copy) and makes an odd seq even. `committed` is whatever the
+//     dead owner last stored: the old slot if it died before the flip, the
+//     new one (fully written before the flip) if after. Either is whole.
+// The hook only clears and bumps words, so running it twice (the recovering
+// process dies too) is harmless.
+//
+// Readers that do not lock (a later seqlock fast path) can copy
+// slots[committed] between two reads of seq and retry when seq was odd or
+// changed: the lock holder never writes the committed slot, and while seq
+// stays the same `committed` does not move.
+//
+// Identity: init_or_attach() refuses a segment made by another layout
+// (WrongLayout: the layout version, sizeof(BreakerState), sizeof(Settings),
+// CIRCUITBREAKER_API_VERSION and the segment's own size are checked) or with
+// another configuration (WrongConfig: config_hash(), an FNV-1a over the
+// argument table, config_fields.hpp).
+//
+// OS calls (open, mmap, sleeping while another process initialises) happen in
+// SegmentMapping and init_or_attach() only; the state machine's operations
+// cost a mutex, a 2.3 kB copy when they write, and three atomic stores.
+//
+// This header is not part of circuitbreaker.hpp: it needs POSIX (mmap,
+// shm_open, pthreads; -pthread to link, and -lrt for shm_open on glibc before
+// 2.34). Where robust mutexes are missing (macOS) or POSIX is (Windows) it
+// still compiles; init_or_attach() then returns Unsupported and
+// SegmentMapping's opens return ENOTSUP.
+#ifndef CIRCUITBREAKER_SEGMENT_HPP
+#define CIRCUITBREAKER_SEGMENT_HPP
+
+// CIRCUITBREAKER_API_VERSION is defined at the top of the umbrella header,
+// before it includes anything (so this include is harmless either way round).
+#include "circuitbreaker.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <type_traits>
+
+#include "breaker.hpp"
+#include "config.hpp"
+#include "config_fields.hpp"
+#include "shared_lock.hpp"
+#include "state.hpp"
+#include "types.hpp"
+
+#if defined(__unix__) || defined(__APPLE__)
+#define CIRCUITBREAKER_HAS_POSIX_MAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#else
+#define CIRCUITBREAKER_HAS_POSIX_MAP 0
+#endif
+
+namespace circuitbreaker {
+
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+using ProcessId = pid_t;
+#else
+using ProcessId = int;
+#endif
+
+// ---------------------------------------------------------------------------
+// Hashing
+
+// 64-bit FNV-1a. Multi-byte values are fed least significant byte first, so a
+// hash does not depend on how a value sits in memory.
+class Fnv1a {
+ public:
+  constexpr void byte(std::uint8_t b) noexcept { h_ = (h_ ^ b) * 1099511628211ull; }
+  constexpr void u64(std::uint64_t v) noexcept {
+    for (int i = 0; i < 8; ++i) byte(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  constexpr void str(const char* s) noexcept {
+    while (*s != '\0') byte(static_cast<std::uint8_t>(*s++));
+    byte(0);
+  }
+  // A double by value: -0 as +0, every NaN as one NaN.
+  void f64(double v) noexcept {
+    if (v == 0) v = 0.0;
+    if (std::isnan(v)) v = std::numeric_limits<double>::quiet_NaN();
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    u64(bits);
+  }
+  constexpr std::uint64_t value() const noexcept { return h_; }
+
+ private:
+  std::uint64_t h_ = 14695981039346656037ull;
+};
+
+// The identity of a configuration: every field of the argument table
+// (config_fields.hpp) by name and value; an unset optional differs from every
+// value (a "set" byte precedes the value), +0 and -0 are one value. rng_seed
+// is not a rule (not in the table) and not hashed: processes sharing a
+// segment may seed their jitter as they like. Stable across processes and
+// builds of the same table.
+inline std::uint64_t config_hash(const Config& c) noexcept {
+  Fnv1a h;
+  h.str("circuitbreaker config");
+  for (const FieldInfo& f : kConfigFields) {
+    h.str(f.name);
+    h.byte(static_cast<std::uint8_t>(f.kind));
+    const double v = config_get(c, f);
+    if (f.kind == FieldKind::OptionalNumber && std::isnan(v)) {
+      h.byte(0);
+    } else {
+      h.byte(1);
+      h.f64(v);
+    }
+  }
+  return h.value();
+}
+
+// ---------------------------------------------------------------------------
+// Layout
+
+// Bump when the segment's own layout changes (the sizes checked below catch
+// most changes of BreakerState and Settings anyway).
+inline constexpr std::uint32_t kSegmentLayoutVersion = 1;
+inline constexpr char kSegmentMagic[8] = {'C', 'B', 'S', 'E', 'G', '\0', '\0', '\1'};
+
+enum class InitState : std::uint32_t { Uninitialised = 0, Initialising = 1, Ready = 2 };
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "atomics shared between processes must be lock-free");
+
+struct SegmentHeader {
+  // Never move these three: every version must read them.
+  std::atomic<std::uint64_t> magic;       // kSegmentMagic's bytes; written last
+  std::uint32_t layout_version;           // kSegmentLayoutVersion
+  std::atomic<std::uint32_t> init_state;  // InitState
+  // Valid once init_state is Ready.
+  std::uint64_t layout_check;  // segment_layout_check()
+  std::uint64_t total_size;    // sizeof(Segment)
+  std::uint64_t config_hash;
+  std::int64_t creator_pid;
+  Nanos created_at;
+};
+
+struct SegmentControl {
+  RobustMutex mutex;
+  // Bumped twice per commit: odd while `committed` flips. seq / 2 commits.
+  std::atomic<std::uint64_t> seq;
+  std::atomic<std::uint32_t> committed;  // 0 or 1: the slot holding the state
+  // Under the mutex: 1 when the other slot holds this critical section's copy.
+  std::uint32_t dirty;
+  std::uint64_t recoveries;  // under the mutex: dead owners recovered
+};
+
+// The segment, at offset 0 of a mapping of at least sizeof(Segment) bytes. It
+// is also the Lock (lock.hpp) of its SegmentStore: unlock() commits.
+struct Segment {
+  SegmentHeader header;
+  alignas(64) SegmentControl control;
+  alignas(64) BreakerState slots[2];
+
+  void lock() noexcept {
+    if (control.mutex.lock_robust([this]() noexcept { recover(); }) ==
+        RobustMutex::LockResult::Failed) {
+      // See RobustMutex::lock(). (An R binding must rule this out before
+      // use: R CMD check objects to abort() in a package's code.)
+      std::abort();
+    }
+  }
+
+  void unlock() noexcept {
+    if (control.dirty != 0) {
+      const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
+      const std::uint64_t s = control.seq.load(std::memory_order_relaxed);
+      control.seq.store(s + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      control.committed.store(1 - c, std::memory_order_release);  // the commit
+      control.seq.store(s + 2, std::memory_order_release);
+      control.dirty = 0;
+    }
+    control.mutex.unlock();
+  }
+
+  // Under the lock: the copy this critical section writes (made on first use).
+  BreakerState& working() noexcept {
+    const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
+    if (control.dirty == 0) {
+      slots[1 - c] = slots[c];
+      control.dirty = 1;
+    }
+    return slots[1 - c];
+  }
+
+  // Under the lock: the state as this critical section sees it.
+  const BreakerState& current() const noexcept {
+    const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
+    return slots[control.dirty != 0 ? 1 - c : c];
+  }
+
+  // Under the lock (or for a test): the last committed state.
+  const BreakerState& committed_state() const noexcept {
+    return slots[control.committed.load(std::memory_order_acquire)];
+  }
+
+  // EOWNERDEAD: discard the dead owner's copy; an odd seq (it died while
+  // flipping) becomes even. Idempotent.
+  void recover() noexcept {
+    control.dirty = 0;
+    const std::uint64_t s = control.seq.load(std::memory_order_relaxed);
+    if ((s & 1) != 0) control.seq.store(s + 1, std::memory_order_release);
+    ++control.recoveries;
+  }
+};
+
+static_assert(std::is_standard_layout_v<Segment>, "one layout for every process");
+static_assert(offsetof(Segment, header) == 0 && offsetof(SegmentHeader, magic) == 0 &&
+                  offsetof(SegmentHeader, layout_version) == 8 &&
+                  offsetof(SegmentHeader, init_state) == 12,
+              "the fixed prefix of every segment version");
+
+// What a segment made by this build says about its layout.
+inline constexpr std::uint64_t segment_layout_check() noexcept {
+  Fnv1a h;
+  h.u64(kSegmentLayoutVersion);
+  h.u64(CIRCUITBREAKER_API_VERSION);
+  h.u64(sizeof(BreakerState));
+  h.u64(alignof(BreakerState));
+  h.u64(sizeof(Settings));
+  h.u64(sizeof(RobustMutex));
+  h.u64(sizeof(Segment));
+  h.u64(offsetof(Segment, slots));
+  return h.value();
+}
+
+inline std::uint64_t segment_magic_word() noexcept {
+  std::uint64_t w = 0;
+  std::memcpy(&w, kSegmentMagic, sizeof w);
+  return w;
+}
+
+// A store on a segment (store.hpp): state() is the working copy, lock() the
+// segment, whose unlock() commits. BasicBreaker runs unchanged on it.
+class SegmentStore {
+ public:
+  using Lock = Segment;
+  explicit SegmentStore(Segment& s) noexcept : seg_(&s) {}
+  BreakerState& state() noexcept { return seg_->working(); }
+  const BreakerState& state() const noexcept { return seg_->current(); }
+  Segment& lock() const noexcept { return *seg_; }
+  Segment& segment() const noexcept { return *seg_; }
+
+ private:
+  Segment* seg_;
+};
+
+static_assert(is_lock_v<Segment>);
+
+using SharedBreaker = BasicBreaker<SegmentStore>;
+
+// ---------------------------------------------------------------------------
+// Creating or attaching
+
+enum class SegmentStatus : std::uint8_t {
+  Created = 0,      // this call initialised the segment
+  Attached = 1,     // someone else had (or just has) initialised it
+  WrongLayout = 2,  // made by a build with another layout or API version
+  WrongConfig = 3,  // made with another configuration
+  TooSmall = 4,     // the mapping is smaller than a segment (or null)
+  InitTimeout = 5,  // another process started initialising it and never finished
+  Corrupt = 6,      // not a segment (bad magic, init word or slot index)
+  Unsupported = 7   // no robust process-shared mutex on this platform
+};
+
+inline const char* segment_status_message(SegmentStatus s) noexcept {
+  switch (s) {
+    case SegmentStatus::Created: return "created a new shared breaker segment";
+    case SegmentStatus::Attached: return "attached to an existing shared breaker segment";
+    case SegmentStatus::WrongLayout:
+      return "the shared segment was made by another version of circuitbreaker "
+             "(different layout); remove it or use another name";
+    case SegmentStatus::WrongConfig:
+      return "the shared segment holds a breaker with another configuration; "
+             "attach with the same configuration or use another name";
+    case SegmentStatus::TooSmall:
+      return "the shared mapping is too small for a breaker segment (truncated?)";
+    case SegmentStatus::InitTimeout:
+      return "timed out waiting for another process to initialise the shared segment "
+             "(it may have died while doing so; remove the segment)";
+    case SegmentStatus::Corrupt:
+      return "the shared mapping is not a valid breaker segment (bad magic or state)";
+    case SegmentStatus::Unsupported:
+      return "shared breakers need robust process-shared mutexes, which this "
+             "platform lacks";
+  }
+  return "unknown segment status";
+}
+
+inline bool segment_ok(SegmentStatus s) noexcept {
+  return s == SegmentStatus::Created || s == SegmentStatus::Attached;
+}
+
+// Initialises the segment at `mapping` (`size` bytes, zero-filled when new,
+// aligned as a page) if nobody did, else checks it: layout, configuration,
+// integrity. Exactly one of several concurrent callers on a fresh mapping
+// gets Created; it initialises the state as BasicBreaker(store, settings, now)
+// does. The others wait (sleeping, at most `init_wait`) until it is ready.
+// A mapping whose init word and magic are both 0 counts as fresh.
+inline SegmentStatus init_or_attach(
+    void* mapping, std::size_t size, const Settings& settings, std::uint64_t cfg_hash,
+    Nanos now, ProcessId self,
+    std::chrono::nanoseconds init_wait = std::chrono::seconds(2)) noexcept {
+  if (!RobustMutex::supported()) return SegmentStatus::Unsupported;
+  if (mapping == nullptr || size < sizeof(Segment)) return SegmentStatus::TooSmall;
+  if (reinterpret_cast<std::uintptr_t>(mapping) % alignof(Segment) != 0) {
+    return SegmentStatus::Corrupt;
+  }
+  Segment& seg = *static_cast<Segment*>(mapping);
+  SegmentHeader& h = seg.header;
+  const std::uint64_t magic = segment_magic_word();
+
+  std::uint32_t st = h.init_state.load(std::memory_order_acquire);
+  if (st == 0) {
+    if (h.magic.load(std::memory_order_acquire) != 0) {
+      // The creator writes the magic only after taking the init word.
+      st = h.init_state.load(std::memory_order_acquire);
+      if (st == 0) return SegmentStatus::Corrupt;
+    } else if (h.init_state.compare_exchange_strong(st, 1, std::memory_order_acq_rel)) {
+      h.layout_version = kSegmentLayoutVersion;
+      h.layout_check = segment_layout_check();
+      h.total_size = sizeof(Segment);
+      h.config_hash = cfg_hash;
+      h.creator_pid = static_cast<std::int64_t>(self);
+      h.created_at = now;
+      std::memset(static_cast<void*>(&seg.control), 0,
+                  sizeof(Segment) - offsetof(Segment, control));
+      if (seg.control.mutex.init() != 0) {
+        h.init_state.store(0, std::memory_order_release);
+        return SegmentStatus::Unsupported;
+      }
+      { SharedBreaker init(SegmentStore(seg), settings, now); }
+      h.magic.store(magic, std::memory_order_release);
+      h.init_state.store(static_cast<std::uint32_t>(InitState::Ready),
+                         std::memory_order_release);
+      return SegmentStatus::Created;
+    }
+    // Lost the race: `st` holds the winner's word.
+  }
+
+  const auto deadline = std::chrono::steady_clock::now() + init_wait;
+  for (int round = 0; st == static_cast<std::uint32_t>(InitState::Initialising);
+       ++round) {
+    const std::uint64_t m = h.magic.load(std::memory_order_acquire);
+    if (m != 0 && m != magic) return SegmentStatus::Corrupt;
+    if (std::chrono::steady_clock::now() >= deadline) return SegmentStatus::InitTimeout;
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    st = h.init_state.load(std::memory_order_acquire);
+  }
+  if (st != static_cast<std::uint32_t>(InitState::Ready)) return SegmentStatus::Corrupt;
+  if (h.magic.load(std::memory_order_acquire) != magic) return SegmentStatus::Corrupt;
+  if (h.layout_version != kSegmentLayoutVersion ||
+      h.layout_check != segment_layout_check() || h.total_size != sizeof(Segment)) {
+    return SegmentStatus::WrongLayout;
+  }
+  if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
+  if (seg.control.committed.load(std::memory_order_acquire) > 1) {
+    return SegmentStatus::Corrupt;
+  }
+  return SegmentStatus::Attached;
+}
+
+// ---------------------------------------------------------------------------
+// Mapping a file or a POSIX shm object
+
+// A shared mapping of a whole file, unmapped on destruction (move-only). The
+// file descriptor is closed once mapped.
+class SegmentMapping {
+ public:
+  SegmentMapping() noexcept = default;
+  SegmentMapping(const SegmentMapping&) = delete;
+  SegmentMapping& operator=(const SegmentMapping&) = delete;
+  SegmentMapping(SegmentMapping&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  SegmentMapping& operator=(SegmentMapping&& o) noexcept {
+    if (this != &o) {
+      close();
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  ~SegmentMapping() { close(); }
+
+  // Opens `path` (created 0600 if missing) and maps it. An empty file is
+  // first grown to `size` (zero-filled); a file that has a size is mapped at
+  // that size, whatever `size` says, for init_or_attach() to judge. Returns 0
+  // or an errno value.
+  int open_file(const char* path, std::size_t size) noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+    close();
+    const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    return map_fd(fd, size);
+#else
+    (void)path;
+    (void)size;
+    return ENOTSUP;
+#endif
+  }
+
+  // The same for a POSIX shared-memory object (`name` as shm_open wants it:
+  // "/something", no other slash).
+  int open_shm(const char* name, std::size_t size) noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+    close();
+    const int fd = ::shm_open(name, O_RDWR | O_CREAT, 0600);
+    if (fd < 0) return errno;
+    return map_fd(fd, size);
+#else
+    (void)name;
+    (void)size;
+    return ENOTSUP;
+#endif
+  }
+
+  void close() noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+    if (data_ != nullptr) ::munmap(data_, size_);
+#endif
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  bool is_open() const noexcept { return data_ != nullptr; }
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  // Only after init_or_attach() said Created or Attached.
+  Segment* segment() const noexcept { return static_cast<Segment*>(data_); }
+
+ private:
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+  int map_fd(int fd, std::size_t size) noexcept {
+    struct stat sb;
+    int err = 0;
+    if (::fstat(fd, &sb) != 0) {
+      err = errno;
+    } else if (sb.st_size == 0) {
+      if (size == 0) {
+        err = EINVAL;
+      } else if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        err = errno;
+      }
+    } else {
+      size = static_cast<std::size_t>(sb.st_size);
+    }
+    if (err == 0) {
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        err = errno;
+      } else {
+        data_ = p;
+        size_ = size;
+      }
+    }
+    ::close(fd);
+    return err;
+  }
+#endif
+
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_SEGMENT_HPP
