@@ -280,8 +280,7 @@ view_pending <- new.env(parent = emptyenv())
 # Every argument of circuit_breaker(), with its default: the C++ core's
 # argument table (names and defaults defined once, in config_fields.hpp), then
 # the R-side arguments (breaker-core.R), then `clock` and `name`.
-breaker_formals <- function() {
-  table <- cb_argument_table()
+breaker_formals <- function(table = cb_argument_table()) {
   core <- stats::setNames(table$default, table$name)
   r_side <- lapply(r_arguments, function(a) a$default)
   as.pairlist(c(core, r_side, list(clock = NULL, name = NULL)))
@@ -289,11 +288,12 @@ breaker_formals <- function() {
 
 # Called from .onLoad(): gives CircuitBreaker$new() and circuit_breaker() the
 # formals of the argument table.
-install_breaker_formals <- function(ns) {
+install_breaker_formals <- function(ns, table) {
+  args <- breaker_formals(table)
   init <- CircuitBreaker$public_methods$initialize
-  formals(init) <- breaker_formals()
+  formals(init) <- args
   CircuitBreaker$set("public", "initialize", init, overwrite = TRUE)
   fn <- get("circuit_breaker", envir = ns)
-  formals(fn) <- breaker_formals()
+  formals(fn) <- args
   assign("circuit_breaker", fn, envir = ns)
 }

@@ -40,10 +40,8 @@ r_arguments <- list(
   timeout = list(
     default = NULL,
     check = function(x, call) {
-      if (is.null(x)) return(NULL)
-      ok <- is.numeric(x) && !is.object(x) && length(x) == 1L && is.finite(x) && x > 0 && x <= 1e6
-      if (!ok) abort_bad_argument("timeout", "NULL or a number of seconds in (0, 1e6]", x, call = call)
-      as.numeric(x)
+      check_number_decimal(x, "timeout", min = 0, max = 1e6, min_exclusive = TRUE, allow_null = TRUE,
+                           must = "NULL or a number of seconds in (0, 1e6]", call = call)
     }
   ),
   failure_statuses = list(

@@ -37,11 +37,14 @@ check_function <- function(x, arg = rlang::caller_arg(x), allow_null = FALSE, wh
   x
 }
 
-# A single plain number (not a factor or date) in [min, max].
+# A single plain number (not a factor or date) in [min, max], or (min, max]
+# with `min_exclusive`.
 check_number_decimal <- function(x, arg = rlang::caller_arg(x), min = -Inf, max = Inf,
-                                 allow_null = FALSE, must = NULL, call = rlang::caller_env()) {
+                                 min_exclusive = FALSE, allow_null = FALSE, must = NULL,
+                                 call = rlang::caller_env()) {
   if (allow_null && is.null(x)) return(x)
-  ok <- is.numeric(x) && !is.object(x) && length(x) == 1L && !is.na(x) && x >= min && x <= max
+  ok <- is.numeric(x) && !is.object(x) && length(x) == 1L && !is.na(x) &&
+    (if (min_exclusive) x > min else x >= min) && x <= max
   if (!ok) {
     must <- must %||% paste0(if (allow_null) "NULL or ", "a number from ", min, " to ", max)
     abort_bad_argument(arg, must, x, call = call)

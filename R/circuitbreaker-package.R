@@ -34,5 +34,5 @@ utils::globalVariables(c("ptr", "core", "self"))
   the$core_argument_names <- table$name
   the$state_names <- cb_state_names()
   the$rejection_names <- cb_rejection_names()
-  install_breaker_formals(topenv())
+  install_breaker_formals(topenv(), table)
 }

@@ -19,6 +19,8 @@
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
+#include "breaker_test_support.hpp"
+
 namespace cb = circuitbreaker;
 using cb::Admission;
 using cb::Breaker;
@@ -61,22 +63,10 @@ struct StringMaker<PermitKind> {
 
 namespace {
 
-constexpr Nanos kS = cb::kNanosPerSecond;
+using cb_test::admit;
+using cb_test::kS;
+using cb_test::settings_of;
 constexpr Nanos kMs = 1000000;
-
-cb::Settings settings_of(const Config& c) {
-  const cb::ConfigError e = cb::validate(c);
-  INFO("invalid test configuration: " << (e ? e.field : ""));
-  REQUIRE_FALSE(e);
-  return cb::make_settings(c);
-}
-
-Permit admit(Breaker& b, Nanos now) {
-  const Admission a = b.acquire(now);
-  INFO("acquire at " << now << " was rejected: " << cb::rejection_name(a.rejection));
-  REQUIRE(a.permitted);
-  return a.permit;
-}
 
 void call(Breaker& b, Outcome o, Nanos now, Nanos took = 0, Nanos open_for = -1) {
   const Permit p = admit(b, now);

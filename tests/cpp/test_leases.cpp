@@ -11,6 +11,8 @@
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
+#include "breaker_test_support.hpp"
+
 namespace cb = circuitbreaker;
 using cb::Admission;
 using cb::Breaker;
@@ -27,27 +29,15 @@ static_assert(CIRCUITBREAKER_API_VERSION == 2);
 
 namespace {
 
-constexpr Nanos kS = cb::kNanosPerSecond;
-
-cb::Settings settings_of(const Config& c) {
-  const cb::ConfigError e = cb::validate(c);
-  INFO("invalid test configuration: " << (e ? e.field : ""));
-  REQUIRE_FALSE(e);
-  return cb::make_settings(c);
-}
+using cb_test::admit;
+using cb_test::kS;
+using cb_test::settings_of;
 
 Config one_failure_opens(double recovery_timeout) {
   Config c;
   c.failure_threshold = 1;
   c.recovery_timeout = recovery_timeout;
   return c;
-}
-
-Permit admit(Breaker& b, Nanos now, Nanos lease = cb::kNever) {
-  const Admission a = b.acquire(now, lease);
-  INFO("acquire at " << now << " was rejected: " << cb::rejection_name(a.rejection));
-  REQUIRE(a.permitted);
-  return a.permit;
 }
 
 void trip(Breaker& b, Nanos now) {
