@@ -134,8 +134,8 @@ constexpr std::size_t kSegBytes = sizeof(cb::Segment);
 cb::SegmentStatus open_segment(cb::SegmentMapping& map, const std::string& path,
                                const cb::Config& c, cb::Nanos now) {
   if (map.open_file(path.c_str(), kSegBytes) != 0) return cb::SegmentStatus::TooSmall;
-  return cb::init_or_attach(map.data(), map.size(), cb::make_settings(c),
-                            cb::config_hash(c), now, ::getpid());
+  return cb::init_or_attach(map.data(), map.size(), c, cb::make_settings(c), now,
+                            ::getpid());
 }
 
 // acquire + record(outcome); whether it was permitted.
@@ -203,10 +203,11 @@ TEST_CASE("a segment commits writes and only writes", "[segment]") {
   CHECK(seg.control.seq.load() == seq0);
   CHECK(seg.control.committed.load() == idx0);
 
-  // Each write is one commit to the other slot.
-  REQUIRE(call(b, cb::Outcome::Success, 20));  // acquire and record: two commits
-  CHECK(seg.control.seq.load() == seq0 + 4);
-  CHECK(seg.control.committed.load() == idx0);
+  // Each write is one commit to the other slot; admission in CLOSED writes
+  // nothing, so a call is one commit (its record).
+  REQUIRE(call(b, cb::Outcome::Success, 20));
+  CHECK(seg.control.seq.load() == seq0 + 2);
+  CHECK(seg.control.committed.load() == 1 - idx0);
   CHECK(seg.committed_state().totals.calls == 1);
   CHECK(seg.control.dirty == 0);
 
@@ -404,7 +405,6 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
   REQUIRE(dir.ok());
   const cb::Config c = test_config();
   const cb::Settings s = cb::make_settings(c);
-  const std::uint64_t h = cb::config_hash(c);
 
   // A good segment, then a private copy of it to damage.
   cb::SegmentMapping good;
@@ -414,8 +414,8 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
   REQUIRE(p != MAP_FAILED);
   auto* copy = static_cast<cb::Segment*>(p);
   auto attach = [&](std::size_t size = kSegBytes,
-                    std::uint64_t hash = 0) -> cb::SegmentStatus {
-    return cb::init_or_attach(p, size, s, hash == 0 ? h : hash, 0, ::getpid(),
+                    const cb::Config& with = test_config()) -> cb::SegmentStatus {
+    return cb::init_or_attach(p, size, with, cb::make_settings(with), 0, ::getpid(),
                               std::chrono::milliseconds(50));
   };
   auto restore = [&]() { std::memcpy(p, good.data(), kSegBytes); };
@@ -442,12 +442,16 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
   SECTION("another configuration") {
     cb::Config other = c;
     other.failure_threshold = 4;
-    CHECK(attach(kSegBytes, cb::config_hash(other)) == cb::SegmentStatus::WrongConfig);
+    CHECK(attach(kSegBytes, other) == cb::SegmentStatus::WrongConfig);
+    const cb::FieldInfo* f = cb::find_config_field("failure_threshold");
+    REQUIRE(f != nullptr);
+    CHECK(cb::first_config_difference(*copy, other) == f - cb::kConfigFields);
+    CHECK(cb::first_config_difference(*copy, c) == -1);
   }
   SECTION("truncated") {
     CHECK(attach(kSegBytes - 1) == cb::SegmentStatus::TooSmall);
     CHECK(attach(0) == cb::SegmentStatus::TooSmall);
-    CHECK(cb::init_or_attach(nullptr, kSegBytes, s, h, 0, ::getpid()) ==
+    CHECK(cb::init_or_attach(nullptr, kSegBytes, c, s, 0, ::getpid()) ==
           cb::SegmentStatus::TooSmall);
     // A segment file cut short: mapped at its own size.
     const std::string cut = dir.file("cut");
@@ -610,10 +614,9 @@ TEST_CASE("the POSIX shm mapping opens, attaches and is removed", "[segment]") {
     REQUIRE(m1.open_shm(name.c_str(), kSegBytes) == 0);
     REQUIRE(m2.open_shm(name.c_str(), kSegBytes) == 0);
     const cb::Settings s = cb::make_settings(c);
-    const std::uint64_t h = cb::config_hash(c);
-    CHECK(cb::init_or_attach(m1.data(), m1.size(), s, h, 0, ::getpid()) ==
+    CHECK(cb::init_or_attach(m1.data(), m1.size(), c, s, 0, ::getpid()) ==
           cb::SegmentStatus::Created);
-    CHECK(cb::init_or_attach(m2.data(), m2.size(), s, h, 0, ::getpid()) ==
+    CHECK(cb::init_or_attach(m2.data(), m2.size(), c, s, 0, ::getpid()) ==
           cb::SegmentStatus::Attached);
     cb::SharedBreaker b1(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m1.segment()), s);
     cb::SharedBreaker b2(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m2.segment()), s);

@@ -36,6 +36,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "config.hpp"
 #include "history.hpp"
@@ -79,30 +82,79 @@ class BasicBreaker {
   BasicBreaker& operator=(const BasicBreaker&) = delete;
 
   const Settings& settings() const noexcept { return settings_; }
+  const Store& store() const noexcept { return store_; }
 
   // A permit or a rejection. A probe issued in HALF_OPEN must settle by
   // now + half_open_max_wait when the configuration sets one, otherwise by
   // now + probe_lease (saturating); probe_lease kNever or negative: no
-  // deadline (the call is synchronous and always settles).
-  Admission acquire(Nanos now, Nanos probe_lease = kNever) noexcept {
+  // deadline (the call is synchronous and always settles). A probe's slot
+  // records `owner` (0: untracked), for free_abandoned_probes().
+  Admission acquire(Nanos now, Nanos probe_lease = kNever,
+                    std::uint32_t owner = 0) noexcept {
     LockGuard<Lock> guard(store_.lock());
-    BreakerState& st = store_.state();
+    absorb_pending(now);
     expire_probes(now);
+    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
+      if (!a->permitted) count_rejection(now);
+      return *a;
+    }
+    BreakerState& st = store_.state();
     switch (st.state) {
-      case State::Closed:
-        if (st.ramping && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
+      case State::Closed:  // ramping up
+        if (!ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
         return grant(PermitKind::Counted, now);
-      case State::Open:
-        if (now - st.opened_at > st.open_duration) {
-          transition(State::HalfOpen, now);
-          return take_probe(now, probe_lease);
-        }
-        return reject(Rejection::Open, st.opened_at + st.open_duration - now, now);
-      case State::HalfOpen: return take_probe(now, probe_lease);
-      case State::ForcedOpen: return reject(Rejection::ForcedOpen, kNever, now);
-      case State::Disabled: return grant(PermitKind::PassThrough, now);
+      case State::Open:  // the open period is over
+        transition(State::HalfOpen, now);
+        return take_probe(now, probe_lease, owner);
+      case State::HalfOpen: return take_probe(now, probe_lease, owner);
+      case State::ForcedOpen:
+      case State::Disabled: break;  // decided above
     }
     return reject(Rejection::Open, 0, now);  // unreachable
+  }
+
+  // Admission in the cases that write nothing: CLOSED when not ramping up,
+  // OPEN before its open period is over, FORCED_OPEN and DISABLED. Anything
+  // else (HALF_OPEN, the end of an open period, a ramp) gives nullopt, for
+  // acquire() to decide under the lock. A rejection returned here is not
+  // counted: the caller counts it (acquire() does; a store that admits
+  // without the lock counts it through its pending rejections, below).
+  static std::optional<Admission> admit_without_writing(const AdmissionView& v,
+                                                        Nanos now) noexcept {
+    switch (v.state) {
+      case State::Closed:
+        if (v.ramping) return std::nullopt;
+        return granted(PermitKind::Counted, v.generation, now);
+      case State::Open:
+        if (now - v.opened_at > v.open_duration) return std::nullopt;
+        return refused(Rejection::Open, v.state, v.opened_at + v.open_duration - now);
+      case State::ForcedOpen: return refused(Rejection::ForcedOpen, v.state, kNever);
+      case State::Disabled: return granted(PermitKind::PassThrough, v.generation, now);
+      case State::HalfOpen: break;
+    }
+    return std::nullopt;
+  }
+
+  // Frees the probe slots whose owner `gone(owner)` reports dead (a process
+  // killed while it held a probe), counting each as released, so that the
+  // next call probes at once. Returns how many it freed.
+  template <typename Gone>
+  std::uint32_t free_abandoned_probes(Gone&& gone, Nanos now) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
+    expire_probes(now);
+    if (std::as_const(store_).state().state != State::HalfOpen) return 0;
+    BreakerState& st = store_.state();
+    const std::uint32_t n = st.probes.free_owned_by(gone);
+    st.totals.released += n;
+    return n;
+  }
+
+  // Folds a store's pending rejections (made without the lock) into the
+  // totals and the history, as of `now`; a no-op for other stores.
+  void absorb_pending_rejections(Nanos now) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
   }
 
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
@@ -119,6 +171,7 @@ class BasicBreaker {
   // event exactly when this returns true for a Success / Failure outcome.
   bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     BreakerState& st = store_.state();
     expire_probes(now);
     if (p.kind == PermitKind::PassThrough) return false;
@@ -148,6 +201,7 @@ class BasicBreaker {
   // slot, counts nothing but `released`.
   void release(const Permit& p, Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     BreakerState& st = store_.state();
     expire_probes(now);
     if (p.kind == PermitKind::PassThrough) return;
@@ -161,6 +215,7 @@ class BasicBreaker {
   // false (and records nothing) when DISABLED, true otherwise.
   bool note(Outcome outcome, Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     BreakerState& st = store_.state();
     expire_probes(now);
     if (st.state == State::Disabled) return false;
@@ -200,6 +255,7 @@ class BasicBreaker {
   // stay). Outstanding permits become stale.
   void reset(Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     BreakerState& st = store_.state();
     if (st.state == State::Closed) {
       ++st.generation;  // in-flight results no longer feed the rules
@@ -215,12 +271,14 @@ class BasicBreaker {
   // Rejects every call until reset().
   void force_open(Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     if (store_.state().state != State::ForcedOpen) transition(State::ForcedOpen, now);
   }
 
   // Admits every call and records nothing until reset().
   void disable(Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     if (store_.state().state != State::Disabled) transition(State::Disabled, now);
   }
 
@@ -232,6 +290,7 @@ class BasicBreaker {
   // flight keep the deadlines they were given.
   void reconfigure(const Settings& s, Nanos now) noexcept {
     LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
     BreakerState& st = store_.state();
     const bool window_changed = s.window_type != settings_.window_type ||
                                 s.window_calls != settings_.window_calls ||
@@ -256,9 +315,16 @@ class BasicBreaker {
     }
   }
 
+  // Rejections a store still holds pending count in the totals (not yet in
+  // the history: absorb_pending_rejections() first for that).
   Snapshot snapshot(Nanos now) const noexcept {
     LockGuard<Lock> guard(store_.lock());
-    return make_snapshot(store_.state(), settings_, now);
+    Snapshot snap = make_snapshot(store_.state(), settings_, now);
+    if constexpr (kPendingRejections) {
+      snap.totals.rejected =
+          saturating_count_add(snap.totals.rejected, store_.pending_rejections());
+    }
+    return snap;
   }
 
   std::size_t transitions_since(std::uint64_t after, Transition* out,
@@ -296,28 +362,66 @@ class BasicBreaker {
     st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed();
   }
 
-  Admission grant(PermitKind kind, Nanos now) noexcept {
+  static Admission granted(PermitKind kind, std::uint64_t generation,
+                           Nanos now) noexcept {
     Admission a;
     a.permitted = true;
-    a.permit.generation = st().generation;
+    a.permit.generation = generation;
     a.permit.started_at = now;
     a.permit.kind = kind;
     return a;
   }
 
   // `retry_after` is clamped to >= 0, except kUnknownWait.
-  Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
-    ++st().totals.rejected;
-    st().history.add_rejection(now);
+  static Admission refused(Rejection why, State state, Nanos retry_after) noexcept {
     Admission a;
     a.rejection = why;
-    a.state = st().state;
+    a.state = state;
     a.retry_after =
         retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
     return a;
   }
 
-  Admission take_probe(Nanos now, Nanos probe_lease) noexcept {
+  Admission grant(PermitKind kind, Nanos now) noexcept {
+    return granted(kind, std::as_const(store_).state().generation, now);
+  }
+
+  Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
+    count_rejection(now);
+    return refused(why, std::as_const(store_).state().state, retry_after);
+  }
+
+  void count_rejection(Nanos now) noexcept {
+    BreakerState& s = st();
+    ++s.totals.rejected;
+    s.history.add_rejection(now);
+  }
+
+  AdmissionView view() const noexcept { return admission_view(store_.state()); }
+
+  // A store that admits without the lock (segment.hpp) keeps the rejections
+  // it decides there pending: pending_rejections() says how many,
+  // take_pending_rejections() (under the lock) hands them over once.
+  template <typename S, typename = void>
+  struct HasPending : std::false_type {};
+  template <typename S>
+  struct HasPending<S, std::void_t<decltype(std::declval<S&>().take_pending_rejections())>>
+      : std::true_type {};
+  static constexpr bool kPendingRejections = HasPending<Store>::value;
+
+  void absorb_pending(Nanos now) noexcept {
+    if constexpr (kPendingRejections) {
+      if (store_.pending_rejections() == 0) return;
+      const std::uint64_t n = store_.take_pending_rejections();
+      BreakerState& s = st();
+      s.totals.rejected = saturating_count_add(s.totals.rejected, n);
+      s.history.add_rejection(now, n);
+    } else {
+      (void)now;
+    }
+  }
+
+  Admission take_probe(Nanos now, Nanos probe_lease, std::uint32_t owner) noexcept {
     BreakerState& s = st();
     if (probes_full(s, settings_)) {
       return reject(Rejection::HalfOpenFull, probe_retry_after(s, now), now);
@@ -330,7 +434,7 @@ class BasicBreaker {
       s.probes.clear();
     }
     const Nanos deadline = probe_deadline(settings_, now, probe_lease);
-    const std::uint32_t slot = s.probes.take(deadline);
+    const std::uint32_t slot = s.probes.take(deadline, owner);
     Admission a = grant(PermitKind::Probe, now);
     a.permit.lease = s.probes.last_lease();
     a.permit.slot = static_cast<std::uint8_t>(slot);
@@ -348,10 +452,10 @@ class BasicBreaker {
   // re-opens as of that deadline, not as of `now`: when the expiry is noticed
   // late, the open period may be over already.
   void expire_probes(Nanos now) noexcept {
-    BreakerState& s = st();
+    const BreakerState& seen = std::as_const(store_).state();  // reading writes nothing
     Nanos deadline = 0;
-    if (s.state != State::HalfOpen || !s.probes.expired(now, &deadline)) return;
-    ++s.totals.expired;
+    if (seen.state != State::HalfOpen || !seen.probes.expired(now, &deadline)) return;
+    ++st().totals.expired;
     note_failure(deadline);
     trip(deadline, -1);
   }
@@ -474,7 +578,7 @@ class Breaker : public BasicBreaker<LocalStore<SpinLock>> {
   Breaker(const Settings& settings, Nanos now) noexcept : BasicBreaker(settings, now) {}
 };
 
-inline constexpr std::size_t kMaxBreakerBytes = 2560;
+inline constexpr std::size_t kMaxBreakerBytes = 2600;
 static_assert(sizeof(Breaker) <= kMaxBreakerBytes, "the breaker grew");
 
 }  // namespace circuitbreaker

@@ -35,8 +35,11 @@ class ActivityHistory {
     b->failures += failed;
     b->slow += slow;
   }
-  void add_rejection(Nanos now) noexcept {
-    if (Counts* b = bucket_at(now)) ++b->rejected;
+  void add_rejection(Nanos now, std::uint64_t n = 1) noexcept {
+    if (Counts* b = bucket_at(now)) {
+      const std::uint64_t sum = b->rejected + n;  // a bucket's count saturates
+      b->rejected = sum > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(sum);
+    }
   }
 
   // Copies the buckets still in the history at `now`, oldest first; returns

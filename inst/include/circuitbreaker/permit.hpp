@@ -40,6 +40,17 @@ struct Admission {
   Permit permit;
 };
 
+// The few fields of a state block that admission reads when it writes
+// nothing (BasicBreaker::admit_without_writing()): small enough to copy out
+// of shared memory under a seqlock.
+struct AdmissionView {
+  State state = State::Closed;
+  bool ramping = false;
+  std::uint64_t generation = 0;
+  Nanos opened_at = 0;
+  Nanos open_duration = 0;
+};
+
 // How long a probe taken by an asynchronous call may stay unsettled (the
 // `probe_lease` of acquire()), unless half_open_max_wait says otherwise: the
 // call's own timeout when it has one, else recovery_timeout. A synchronous

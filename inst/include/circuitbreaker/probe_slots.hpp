@@ -1,6 +1,7 @@
 // The half-open probe slots: which slots hold a probe in flight, the lease
-// serial each was given for, and each probe's deadline. Flat and fixed-size
-// (a mask and two arrays), like the rest of the state block.
+// serial each was given for, each probe's deadline and its owner (a process
+// id for a shared breaker, 0 when nobody tracks owners). Flat and fixed-size
+// (a mask and three arrays), like the rest of the state block.
 #ifndef CIRCUITBREAKER_PROBE_SLOTS_HPP
 #define CIRCUITBREAKER_PROBE_SLOTS_HPP
 
@@ -33,15 +34,31 @@ class ProbeSlots {
   bool leases_exhausted() const noexcept { return serial_ == kMaxLease; }
 
   // Takes the lowest free slot for a probe that must settle by `deadline`
-  // (kNever: no deadline). Precondition: count() < kCapacity and
-  // !leases_exhausted(). Returns the slot; its lease is last_lease().
-  std::uint32_t take(Nanos deadline) noexcept {
+  // (kNever: no deadline), held by `owner` (0: untracked). Precondition:
+  // count() < kCapacity and !leases_exhausted(). Returns the slot; its lease
+  // is last_lease().
+  std::uint32_t take(Nanos deadline, std::uint32_t owner = 0) noexcept {
     std::uint32_t slot = 0;
     while (mask_ & bit(slot)) ++slot;
     mask_ |= bit(slot);
     lease_[slot] = ++serial_;
     deadline_[slot] = deadline;
+    owner_[slot] = owner;
     return slot;
+  }
+
+  // Frees every slot held by a tracked owner for which `gone(owner)` is
+  // true; returns how many it freed.
+  template <typename Gone>
+  std::uint32_t free_owned_by(Gone&& gone) noexcept {
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < kCapacity; ++i) {
+      if ((mask_ & bit(i)) && owner_[i] != 0 && gone(owner_[i])) {
+        mask_ &= ~bit(i);
+        ++n;
+      }
+    }
+    return n;
   }
 
   // Frees `slot` if it still holds lease `lease`; returns whether it did (a
@@ -80,6 +97,7 @@ class ProbeSlots {
   std::uint32_t serial_ = 0;  // the last lease handed out in this period
   std::uint32_t lease_[kCapacity] = {};
   Nanos deadline_[kCapacity] = {};
+  std::uint32_t owner_[kCapacity] = {};
 };
 
 }  // namespace circuitbreaker

@@ -5,12 +5,14 @@
 //
 //   SegmentMapping map;
 //   if (int err = map.open_file("/dev/shm/cb-name", sizeof(Segment))) ...;
-//   SegmentStatus st = init_or_attach(map.data(), map.size(), settings,
-//                                     config_hash(config), now, getpid());
+//   SegmentStatus st = init_or_attach(map.data(), map.size(), config,
+//                                     make_settings(config), now, getpid());
 //   if (st != SegmentStatus::Created && st != SegmentStatus::Attached) ...;
 //   SharedBreaker breaker(SharedBreaker::Attach{}, SegmentStore(*map.segment()),
 //                         settings);
 //   breaker.acquire(now) ...   // as any Breaker, under the segment's lock
+//
+// (host_breaker.hpp wraps all of this, with the lock-free admission path.)
 //
 // Layout (struct Segment, at offset 0 of the mapping):
 //   header   magic "CBSEG\0\0\1", layout version, init word (these three never
@@ -104,6 +106,18 @@ using ProcessId = pid_t;
 using ProcessId = int;
 #endif
 
+// An identity of this process's pid namespace (the inode of
+// /proc/self/ns/pid), 0 where unknown. Process ids name the owners of probes
+// (to free a dead process's probe); they mean something only to processes in
+// the same namespace.
+inline std::uint64_t pid_namespace_id() noexcept {
+#if defined(__linux__)
+  struct stat sb;
+  if (::stat("/proc/self/ns/pid", &sb) == 0) return static_cast<std::uint64_t>(sb.st_ino);
+#endif
+  return 0;
+}
+
 // ---------------------------------------------------------------------------
 // Hashing
 
@@ -161,7 +175,7 @@ inline std::uint64_t config_hash(const Config& c) noexcept {
 
 // Bump when the segment's own layout changes (the sizes checked below catch
 // most changes of BreakerState and Settings anyway).
-inline constexpr std::uint32_t kSegmentLayoutVersion = 1;
+inline constexpr std::uint32_t kSegmentLayoutVersion = 2;
 inline constexpr char kSegmentMagic[8] = {'C', 'B', 'S', 'E', 'G', '\0', '\0', '\1'};
 
 enum class InitState : std::uint32_t { Uninitialised = 0, Initialising = 1, Ready = 2 };
@@ -180,7 +194,11 @@ struct SegmentHeader {
   std::uint64_t total_size;    // sizeof(Segment)
   std::uint64_t config_hash;
   std::int64_t creator_pid;
+  std::uint64_t creator_pid_namespace;  // pid_namespace_id() of the creator
   Nanos created_at;
+  // The creator's configuration, field by field (kConfigFields order, NaN
+  // for an unset optional): to name the first argument an attacher differs in.
+  double config_values[kConfigFieldCount];
 };
 
 struct SegmentControl {
@@ -193,37 +211,24 @@ struct SegmentControl {
   std::uint64_t recoveries;  // under the mutex: dead owners recovered
 };
 
-// The segment, at offset 0 of a mapping of at least sizeof(Segment) bytes. It
-// is also the Lock (lock.hpp) of its SegmentStore: unlock() commits.
+// One copy of the state, with the number of lock-free rejections that copy
+// has counted (see SegmentStore::take_pending_rejections()).
+struct SegmentSlot {
+  BreakerState state;
+  std::uint64_t rejections_folded;
+};
+
+// The segment, at offset 0 of a mapping of at least sizeof(Segment) bytes.
 struct Segment {
   SegmentHeader header;
   alignas(64) SegmentControl control;
-  alignas(64) BreakerState slots[2];
-
-  void lock() noexcept {
-    if (control.mutex.lock_robust([this]() noexcept { recover(); }) ==
-        RobustMutex::LockResult::Failed) {
-      // See RobustMutex::lock(). (An R binding must rule this out before
-      // use: R CMD check objects to abort() in a package's code.)
-      std::abort();
-    }
-  }
-
-  void unlock() noexcept {
-    if (control.dirty != 0) {
-      const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
-      const std::uint64_t s = control.seq.load(std::memory_order_relaxed);
-      control.seq.store(s + 1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
-      control.committed.store(1 - c, std::memory_order_release);  // the commit
-      control.seq.store(s + 2, std::memory_order_release);
-      control.dirty = 0;
-    }
-    control.mutex.unlock();
-  }
+  // Rejections decided without the lock, ever (monotonic). On its own cache
+  // line: rejecting processes write it, every admission reads `seq`.
+  alignas(64) std::atomic<std::uint64_t> fast_rejected;
+  alignas(64) SegmentSlot slots[2];
 
   // Under the lock: the copy this critical section writes (made on first use).
-  BreakerState& working() noexcept {
+  SegmentSlot& working() noexcept {
     const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
     if (control.dirty == 0) {
       slots[1 - c] = slots[c];
@@ -233,14 +238,52 @@ struct Segment {
   }
 
   // Under the lock: the state as this critical section sees it.
-  const BreakerState& current() const noexcept {
+  const SegmentSlot& current() const noexcept {
     const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
     return slots[control.dirty != 0 ? 1 - c : c];
   }
 
   // Under the lock (or for a test): the last committed state.
   const BreakerState& committed_state() const noexcept {
-    return slots[control.committed.load(std::memory_order_acquire)];
+    return slots[control.committed.load(std::memory_order_acquire)].state;
+  }
+
+  // Under the lock: publishes a dirty copy (the commit point is the store to
+  // `committed`; seq is odd around it).
+  void commit() noexcept {
+    if (control.dirty == 0) return;
+    const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
+    const std::uint64_t s = control.seq.load(std::memory_order_relaxed);
+    control.seq.store(s + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    control.committed.store(1 - c, std::memory_order_release);  // the commit
+    control.seq.store(s + 2, std::memory_order_release);
+    control.dirty = 0;
+  }
+
+  // Without the lock: copies the admission fields of the committed state
+  // (a seqlock read). The lock holder never writes the committed slot, and
+  // while seq stays even and unchanged `committed` does not move, so a copy
+  // made between two equal even reads of seq is whole. Gives up (false)
+  // after a few torn reads: the caller then takes the lock.
+  //
+  // The fields are read with plain loads while another process may be
+  // writing the slot being read (the copy is then discarded): the usual
+  // seqlock race, which the C++ memory model calls a data race but every
+  // platform this builds on handles as intended.
+  bool read_admission(AdmissionView& out) const noexcept {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::uint64_t s1 = control.seq.load(std::memory_order_acquire);
+      if ((s1 & 1) != 0) continue;
+      const std::uint32_t c = control.committed.load(std::memory_order_acquire) & 1u;
+      const AdmissionView v = admission_view(slots[c].state);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (control.seq.load(std::memory_order_relaxed) == s1) {
+        out = v;
+        return true;
+      }
+    }
+    return false;
   }
 
   // EOWNERDEAD: discard the dead owner's copy; an odd seq (it died while
@@ -270,6 +313,7 @@ inline constexpr std::uint64_t segment_layout_check() noexcept {
   h.u64(sizeof(RobustMutex));
   h.u64(sizeof(Segment));
   h.u64(offsetof(Segment, slots));
+  h.u64(kConfigFieldCount);
   return h.value();
 }
 
@@ -279,22 +323,92 @@ inline std::uint64_t segment_magic_word() noexcept {
   return w;
 }
 
-// A store on a segment (store.hpp): state() is the working copy, lock() the
-// segment, whose unlock() commits. BasicBreaker runs unchanged on it.
-class SegmentStore {
+// The lock of a segment, as one process holds it: one per process and
+// breaker, in that process's memory. unlock() commits what the critical
+// section wrote.
+//
+// Locking can fail only if the mutex is unrecoverable, which this code never
+// leaves it (it always makes a recovered mutex consistent): memory that
+// someone else overwrote. Running the state machine unlocked on shared memory
+// would corrupt it silently, and aborting the process is worse; so a failed
+// lock() makes the critical section work on a private scratch copy, which is
+// discarded, and counts the failure: the caller (HostBreaker) checks
+// failures() after the operation and reports the segment as broken.
+class SegmentLock {
  public:
-  using Lock = Segment;
-  explicit SegmentStore(Segment& s) noexcept : seg_(&s) {}
-  BreakerState& state() noexcept { return seg_->working(); }
-  const BreakerState& state() const noexcept { return seg_->current(); }
-  Segment& lock() const noexcept { return *seg_; }
+  explicit SegmentLock(Segment& s) noexcept : seg_(&s) {}
+
+  void lock() noexcept {
+    if (seg_->control.mutex.lock_robust([this]() noexcept { seg_->recover(); }) ==
+        RobustMutex::LockResult::Failed) {
+      failing_ = true;
+      ++failures_;
+      std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[0], sizeof scratch_);
+    }
+  }
+
+  void unlock() noexcept {
+    if (failing_) {
+      failing_ = false;
+      return;
+    }
+    seg_->commit();
+    seg_->control.mutex.unlock();
+  }
+
+  // How many lock() calls found the mutex unrecoverable.
+  std::uint64_t failures() const noexcept { return failures_; }
+
   Segment& segment() const noexcept { return *seg_; }
+  SegmentSlot& working() noexcept { return failing_ ? scratch_ : seg_->working(); }
+  const SegmentSlot& current() const noexcept {
+    return failing_ ? scratch_ : seg_->current();
+  }
+  bool failing() const noexcept { return failing_; }
 
  private:
   Segment* seg_;
+  bool failing_ = false;
+  std::uint64_t failures_ = 0;
+  SegmentSlot scratch_{};
 };
 
-static_assert(is_lock_v<Segment>);
+static_assert(is_lock_v<SegmentLock>);
+
+// A store on a segment (store.hpp): state() is the working copy, lock() the
+// process's SegmentLock, whose unlock() commits. BasicBreaker runs unchanged
+// on it.
+class SegmentStore {
+ public:
+  using Lock = SegmentLock;
+  explicit SegmentStore(Segment& s) noexcept : lock_(s) {}
+
+  BreakerState& state() noexcept { return lock_.working().state; }
+  const BreakerState& state() const noexcept { return lock_.current().state; }
+  SegmentLock& lock() const noexcept { return lock_; }
+  Segment& segment() const noexcept { return lock_.segment(); }
+
+  // Rejections made without the lock (Segment::fast_rejected) that the state
+  // has not counted yet. take_pending_rejections() (under the lock) marks
+  // them counted in the working copy, so they are counted exactly once: if
+  // the critical section dies before its commit, the mark dies with it.
+  std::uint64_t pending_rejections() const noexcept {
+    if (lock_.failing()) return 0;
+    const std::uint64_t total =
+        segment().fast_rejected.load(std::memory_order_relaxed);
+    const std::uint64_t folded = lock_.current().rejections_folded;
+    return total > folded ? total - folded : 0;
+  }
+  std::uint64_t take_pending_rejections() noexcept {
+    const std::uint64_t n = pending_rejections();
+    if (n != 0) lock_.working().rejections_folded += n;
+    return n;
+  }
+
+ private:
+  mutable SegmentLock lock_;
+};
+
 
 using SharedBreaker = BasicBreaker<SegmentStore>;
 
@@ -336,6 +450,19 @@ inline const char* segment_status_message(SegmentStatus s) noexcept {
   return "unknown segment status";
 }
 
+// The first argument (an index into kConfigFields) whose value in `config`
+// differs from the segment creator's, by the rule config_hash() applies
+// (unset optionals are equal, +0 and -0 are equal); -1 when none does.
+inline int first_config_difference(const Segment& seg, const Config& config) noexcept {
+  for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
+    const double mine = config_get(config, kConfigFields[i]);
+    const double theirs = seg.header.config_values[i];
+    const bool same = (std::isnan(mine) && std::isnan(theirs)) || mine == theirs;
+    if (!same) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 inline bool segment_ok(SegmentStatus s) noexcept {
   return s == SegmentStatus::Created || s == SegmentStatus::Attached;
 }
@@ -347,7 +474,7 @@ inline bool segment_ok(SegmentStatus s) noexcept {
 // does. The others wait (sleeping, at most `init_wait`) until it is ready.
 // A mapping whose init word and magic are both 0 counts as fresh.
 inline SegmentStatus init_or_attach(
-    void* mapping, std::size_t size, const Settings& settings, std::uint64_t cfg_hash,
+    void* mapping, std::size_t size, const Config& config, const Settings& settings,
     Nanos now, ProcessId self,
     std::chrono::nanoseconds init_wait = std::chrono::seconds(2)) noexcept {
   if (!RobustMutex::supported()) return SegmentStatus::Unsupported;
@@ -358,6 +485,11 @@ inline SegmentStatus init_or_attach(
   Segment& seg = *static_cast<Segment*>(mapping);
   SegmentHeader& h = seg.header;
   const std::uint64_t magic = segment_magic_word();
+  const std::uint64_t cfg_hash = config_hash(config);
+  double config_values[kConfigFieldCount];
+  for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
+    config_values[i] = config_get(config, kConfigFields[i]);
+  }
 
   std::uint32_t st = h.init_state.load(std::memory_order_acquire);
   if (st == 0) {
@@ -371,7 +503,11 @@ inline SegmentStatus init_or_attach(
       h.total_size = sizeof(Segment);
       h.config_hash = cfg_hash;
       h.creator_pid = static_cast<std::int64_t>(self);
+      h.creator_pid_namespace = pid_namespace_id();
       h.created_at = now;
+      for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
+        h.config_values[i] = config_values[i];
+      }
       std::memset(static_cast<void*>(&seg.control), 0,
                   sizeof(Segment) - offsetof(Segment, control));
       if (seg.control.mutex.init() != 0) {
@@ -439,19 +575,20 @@ class SegmentMapping {
   }
   ~SegmentMapping() { close(); }
 
-  // Opens `path` (created 0600 if missing) and maps it. An empty file is
-  // first grown to `size` (zero-filled); a file that has a size is mapped at
-  // that size, whatever `size` says, for init_or_attach() to judge. Returns 0
-  // or an errno value.
-  int open_file(const char* path, std::size_t size) noexcept {
+  // Opens `path` (created 0600 if missing, unless `create` is false) and
+  // maps it. An empty file is first grown to `size` (zero-filled); a file
+  // that has a size is mapped at that size, whatever `size` says, for
+  // init_or_attach() to judge. Returns 0 or an errno value.
+  int open_file(const char* path, std::size_t size, bool create = true) noexcept {
 #if CIRCUITBREAKER_HAS_POSIX_MAP
     close();
-    const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    const int fd = ::open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd < 0) return errno;
     return map_fd(fd, size);
 #else
     (void)path;
     (void)size;
+    (void)create;
     return ENOTSUP;
 #endif
   }

@@ -46,11 +46,21 @@ struct BreakerState {
   ActivityHistory history;
 };
 
+inline AdmissionView admission_view(const BreakerState& s) noexcept {
+  AdmissionView v;
+  v.state = s.state;
+  v.ramping = s.ramping;
+  v.generation = s.generation;
+  v.opened_at = s.opened_at;
+  v.open_duration = s.open_duration;
+  return v;
+}
+
 static_assert(std::is_trivially_copyable_v<BreakerState>,
               "the state block is copied and shared as raw bytes");
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
-inline constexpr std::size_t kMaxBreakerStateBytes = 2320;
+inline constexpr std::size_t kMaxBreakerStateBytes = 2448;
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker

@@ -103,7 +103,6 @@ inline double nanos_to_seconds(Nanos ns) noexcept {
   return static_cast<double>(ns) / kNanosPerSecondD;
 }
 
-// a + b for a >= 0, b >= 0, saturating at kNever.
 // A count given as a double (by a binding) as a 64-bit count: 0 for NaN or
 // anything below 0, saturating near 2^64.
 inline constexpr double kMaxCountAsDouble = 1.8e19;
@@ -113,8 +112,14 @@ inline std::uint64_t count_from_double(double x) noexcept {
   return static_cast<std::uint64_t>(x);
 }
 
+// a + b for a >= 0, b >= 0, saturating at kNever.
 inline Nanos saturating_add(Nanos a, Nanos b) noexcept {
   return b >= kNever - a ? kNever : a + b;
+}
+
+// a + b for counts, saturating at 2^64 - 1.
+inline std::uint64_t saturating_count_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
 }  // namespace circuitbreaker

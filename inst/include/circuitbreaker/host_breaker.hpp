@@ -1,0 +1,262 @@
+// A breaker shared by every process on a host: the host store.
+//
+// Every process that opens the same segment file (segment.hpp) with the same
+// configuration runs the one state machine (breaker.hpp) on one state block:
+//
+//   HostBreaker hb;
+//   HostBreaker::OpenResult r = hb.open("/dev/shm/cb-inventory", config, now);
+//   if (!r.ok()) ...;   // r.status, r.error (errno), r.differing_field
+//   Admission a = hb.acquire(now);
+//   ... the call ...
+//   hb.record(a.permit, outcome, now);
+//
+// What this adds to a SharedBreaker:
+//   - Admission without the lock. In CLOSED (not ramping), in OPEN before the
+//     open period ends, FORCED_OPEN and DISABLED, acquire() copies five
+//     fields of the committed state under the segment's seqlock and lets the
+//     core decide (BasicBreaker::admit_without_writing()): no system call, no
+//     lock, no write to shared memory but, for a rejection, one atomic
+//     increment that the next locked operation folds into the totals.
+//     Everything else (HALF_OPEN, the end of an open period, ramp-up) takes
+//     the lock, as does every record().
+//   - Probes of dead processes. A probe's slot records its owner's process
+//     id; when half-open is full, slots whose owner has died (SIGKILL while it
+//     held the probe) are freed at once, so the breaker probes again without
+//     waiting. A process in another pid namespace than the segment's creator
+//     cannot judge the creator's pids: its probes are untracked, and a
+//     synchronous one gets recovery_timeout as its lease instead, so that it
+//     still cannot hold HALF_OPEN forever.
+//   - The clock. Every process reads the host's monotonic clock
+//     (SteadyClock: CLOCK_MONOTONIC on Linux, one clock for the whole host).
+//
+// The configuration is the segment's identity: open() refuses a segment made
+// with other rule arguments and names the first that differs. reconfigure()
+// is therefore not offered: every process would have to agree on the change.
+//
+// This header is not part of circuitbreaker.hpp (see segment.hpp).
+#ifndef CIRCUITBREAKER_HOST_BREAKER_HPP
+#define CIRCUITBREAKER_HOST_BREAKER_HPP
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "segment.hpp"
+
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+#include <signal.h>
+#endif
+
+namespace circuitbreaker {
+
+// Whether process `pid` is gone: no such process, or a zombie (killed, not
+// yet reaped by its parent). Reads /proc; only called when half-open is full.
+inline bool process_gone(std::uint32_t pid) noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+#if defined(__linux__)
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", static_cast<unsigned>(pid));
+  if (std::FILE* f = std::fopen(path, "r")) {
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // "pid (comm) S ...": the state follows the last ')'.
+    const std::string_view line(buf, n);
+    const std::size_t close = line.rfind(')');
+    if (close != std::string_view::npos && close + 2 < line.size()) {
+      const char st = line[close + 2];
+      return st == 'Z' || st == 'X';
+    }
+  }
+#endif
+  return false;
+#else
+  (void)pid;
+  return false;
+#endif
+}
+
+// The file name of a breaker's segment in a store directory: "cb-" and the
+// name, with every byte but [A-Za-z0-9_.-] written %XX (so any name maps to
+// one flat file name, and back). Empty when the result would be longer than
+// file systems allow (255 bytes).
+inline std::string segment_file_name(std::string_view name) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out = "cb-";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    if (plain) {
+      out += ch;
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (out.size() > 255) out.clear();
+  return out;
+}
+
+// The breaker name a segment file name stands for, or nullopt when `file`
+// is not such a name.
+inline std::optional<std::string> segment_breaker_name(std::string_view file) {
+  if (file.size() < 3 || file.substr(0, 3) != "cb-") return std::nullopt;
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 3; i < file.size(); ++i) {
+    if (file[i] != '%') {
+      out += file[i];
+      continue;
+    }
+    if (i + 2 >= file.size() || digit(file[i + 1]) < 0 || digit(file[i + 2]) < 0) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(digit(file[i + 1]) * 16 + digit(file[i + 2]));
+    i += 2;
+  }
+  return out;
+}
+
+class HostBreaker {
+ public:
+  struct OpenResult {
+    SegmentStatus status = SegmentStatus::Corrupt;
+    int error = 0;             // an errno from opening or mapping the file; 0: none
+    int differing_field = -1;  // WrongConfig: the kConfigFields index that differs
+    bool ok() const noexcept { return error == 0 && segment_ok(status); }
+  };
+
+  HostBreaker() noexcept = default;
+  HostBreaker(const HostBreaker&) = delete;
+  HostBreaker& operator=(const HostBreaker&) = delete;
+
+  // Opens the segment file at `path`, creating and initialising it if it is
+  // missing or empty, and attaches to it. On failure nothing stays open.
+  OpenResult open(const std::string& path, const Config& config, Nanos now) {
+    OpenResult r;
+    close();
+    const Settings settings = make_settings(config);
+    r.error = mapping_.open_file(path.c_str(), sizeof(Segment));
+    if (r.error != 0) return r;
+    r.status = init_or_attach(mapping_.data(), mapping_.size(), config, settings, now,
+                              current_process());
+    if (r.status == SegmentStatus::WrongConfig) {
+      r.differing_field = first_config_difference(*mapping_.segment(), config);
+    }
+    if (!r.ok()) {
+      mapping_.close();
+      return r;
+    }
+    const std::uint64_t ns = pid_namespace_id();
+    tracks_owners_ = ns != 0 && ns == mapping_.segment()->header.creator_pid_namespace;
+    breaker_.emplace(typename SharedBreaker::Attach{}, SegmentStore(*mapping_.segment()),
+                     settings);
+    return r;
+  }
+
+  void close() noexcept {
+    breaker_.reset();
+    mapping_.close();
+  }
+
+  bool is_open() const noexcept { return breaker_.has_value(); }
+
+  // Whether the segment still looks like one (nobody overwrote its header)
+  // and its lock has never been found unrecoverable. A broken breaker must
+  // not be used: its results are a private scratch copy's.
+  bool healthy() const noexcept {
+    if (!breaker_) return false;
+    const Segment& seg = *mapping_.segment();
+    return seg.header.magic.load(std::memory_order_relaxed) == segment_magic_word() &&
+           seg.header.init_state.load(std::memory_order_relaxed) ==
+               static_cast<std::uint32_t>(InitState::Ready) &&
+           lock_failures() == 0;
+  }
+
+  const Settings& settings() const noexcept { return breaker_->settings(); }
+
+  Admission acquire(Nanos now, Nanos probe_lease = kNever) noexcept {
+    Segment& seg = *mapping_.segment();
+    AdmissionView v;
+    if (seg.read_admission(v)) {
+      if (std::optional<Admission> a = SharedBreaker::admit_without_writing(v, now)) {
+        if (!a->permitted) seg.fast_rejected.fetch_add(1, std::memory_order_relaxed);
+        return *a;
+      }
+    }
+    const std::uint32_t owner = tracks_owners_ ? current_process_id() : 0;
+    if (owner == 0 && probe_lease == kNever) probe_lease = settings().recovery_timeout;
+    Admission a = breaker_->acquire(now, probe_lease, owner);
+    if (!a.permitted && a.rejection == Rejection::HalfOpenFull && tracks_owners_ &&
+        breaker_->free_abandoned_probes(process_gone, now) > 0) {
+      a = breaker_->acquire(now, probe_lease, owner);
+    }
+    return a;
+  }
+
+  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for = -1) noexcept {
+    return breaker_->record(p, o, now, open_for);
+  }
+  void release(const Permit& p, Nanos now) noexcept { breaker_->release(p, now); }
+  bool note(Outcome o, Nanos now) noexcept { return breaker_->note(o, now); }
+  void reset(Nanos now) noexcept { breaker_->reset(now); }
+  void force_open(Nanos now) noexcept { breaker_->force_open(now); }
+  void disable(Nanos now) noexcept { breaker_->disable(now); }
+
+  Snapshot snapshot(Nanos now) const noexcept { return breaker_->snapshot(now); }
+  std::size_t transitions_since(std::uint64_t after, Transition* out,
+                                std::size_t max) const noexcept {
+    return breaker_->transitions_since(after, out, max);
+  }
+  // Folds the pending lock-free rejections in first, so that they show.
+  std::size_t history(Nanos now, ActivityBucket* out) noexcept {
+    breaker_->absorb_pending_rejections(now);
+    return breaker_->history(now, out);
+  }
+
+  // About the segment.
+  const SegmentHeader& header() const noexcept { return mapping_.segment()->header; }
+  std::uint64_t commits() const noexcept {
+    return mapping_.segment()->control.seq.load(std::memory_order_relaxed) / 2;
+  }
+  std::uint64_t recoveries() const noexcept {
+    SegmentLock& l = breaker_->store().lock();
+    LockGuard<SegmentLock> guard(l);  // written under the lock, read under it
+    return l.failing() ? 0 : mapping_.segment()->control.recoveries;
+  }
+  std::uint64_t lock_failures() const noexcept {
+    return breaker_->store().lock().failures();
+  }
+  bool tracks_owners() const noexcept { return tracks_owners_; }
+
+  static ProcessId current_process() noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+    return ::getpid();
+#else
+    return 0;
+#endif
+  }
+
+ private:
+  static std::uint32_t current_process_id() noexcept {
+    return static_cast<std::uint32_t>(current_process());
+  }
+  SegmentMapping mapping_;
+  std::optional<SharedBreaker> breaker_;
+  bool tracks_owners_ = false;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_HOST_BREAKER_HPP
