@@ -125,7 +125,11 @@ control_method <- function(op) {
 #' @param clock `NULL` (the monotonic system clock) or a clock from
 #'   [breaker_manual_clock()].
 #' @param name `NULL` or a single string naming the breaker in messages and
-#'   metrics.
+#'   metrics. A named breaker is registered (see [breaker_for()]).
+#' @param store `NULL` or [breaker_store_process()] for a breaker of this
+#'   process, or [breaker_store_host()] for one shared by every process on the
+#'   host that creates a breaker with the same `name` (which it then needs)
+#'   and the same rule arguments.
 #' @return A `CircuitBreaker` object.
 #'
 #' @examples
@@ -165,9 +169,13 @@ circuit_breaker <- function(...) {
 #' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:
 #'   reject every call until `$reset()`. `$disable()`: let every call through
 #'   and record nothing until `$reset()`.
-#' * `$configure(...)`: change arguments (same names as above except `clock`
-#'   and `name`); the state is kept. A rejected change changes nothing.
-#' * `$metrics()`: a named list: state, counts, rates, timings.
+#' * `$configure(...)`: change arguments (same names as above except `clock`,
+#'   `name` and `store`); the state is kept. A rejected change changes
+#'   nothing. On a host-shared breaker only the arguments of this process
+#'   (`failure_when`, `ignore`, `timeout`, `failure_statuses`,
+#'   `respect_retry_after`) can change: see [breaker_store_host()].
+#' * `$metrics()`: a named list: name, store (`"process"` or `"host"`),
+#'   state, counts, rates, timings.
 #' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
 #'   `seconds_ago`, `from`, `to`). `$history()`: calls, failures, slow calls
 #'   and rejections in 5-second buckets over the last five minutes. See
@@ -279,11 +287,11 @@ view_pending <- new.env(parent = emptyenv())
 
 # Every argument of circuit_breaker(), with its default: the C++ core's
 # argument table (names and defaults defined once, in config_fields.hpp), then
-# the R-side arguments (breaker-core.R), then `clock` and `name`.
+# the R-side arguments (breaker-core.R), then `clock`, `name` and `store`.
 breaker_formals <- function(table = cb_argument_table()) {
   core <- stats::setNames(table$default, table$name)
   r_side <- lapply(r_arguments, function(a) a$default)
-  as.pairlist(c(core, r_side, list(clock = NULL, name = NULL)))
+  as.pairlist(c(core, r_side, list(clock = NULL, name = NULL, store = NULL)))
 }
 
 # Called from .onLoad(): gives CircuitBreaker$new() and circuit_breaker() the

@@ -3,6 +3,8 @@
 #   ptr                   the external pointer to the C++ state machine (which
 #                         owns every rule, the counts and the listening flag)
 #   name                  NULL or the registry name
+#   watching              TRUE while a host-shared breaker's listeners are
+#                         polled through later (breaker-events.R)
 #   failure_when, ignore, timeout, failure_statuses, respect_retry_after
 #                         the R-side arguments (r_arguments below), each
 #                         present only when it differs from its default: a
@@ -17,7 +19,7 @@
 # cores. Environments are used because the state is shared and mutable: the
 # view, the registry and the listeners all see the same one.
 
-#' @include checks.R http-outcome.R
+#' @include checks.R http-outcome.R store-host.R
 NULL
 
 # The C++ core's arguments (names from its argument table, fetched once).
@@ -93,7 +95,8 @@ new_breaker_core <- function(args, call) {
   core <- new.env(parent = emptyenv(), hash = FALSE)
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
-  core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call))
+  segment <- store_segment_path(check_store(args$store, call = call), core$name, call = call)
+  core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
   core
 }
 
@@ -125,7 +128,7 @@ breaker_config <- function(core) {
 }
 
 breaker_metrics <- function(core) {
-  c(list(name = core$name %||% NA_character_), cb_snapshot(core$ptr))
+  c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr))
 }
 
 breaker_transitions <- function(core) {

@@ -15,7 +15,10 @@
 #' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
 #'
 #' Listeners run after the C++ core has finished the call's bookkeeping and
-#' any transition it caused, in registration order. A listener that signals an
+#' any transition it caused, in registration order. On a host-shared breaker
+#' ([breaker_store_host()]) `"state_change"` also reports transitions made by
+#' other processes: on this process's next call, and within about a second
+#' while an event loop runs (plumber, Shiny: through `later`). A listener that signals an
 #' error does not change the breaker: the error becomes a warning of class
 #' `circuit_breaker_listener_error`.
 #'
@@ -51,6 +54,7 @@ breaker_on <- function(core, event, callback, call) {
   id <- core$next_listener_id %||% 1L
   core$next_listener_id <- id + 1L
   set_listeners(core, c(core$listeners, list(list(id = id, event = event, callback = callback))))
+  watch_shared_transitions(core)
   id
 }
 
@@ -92,6 +96,42 @@ emit_transitions <- function(core) {
     }
   }
   invisible(NULL)
+}
+
+# Another process may move a host-shared breaker while this one makes no
+# call. With listeners and the later package, the shared transition log is
+# read every `circuitbreaker.host_poll_interval` seconds on the event loop
+# (it costs one read of the log). The loop holds the core weakly and stops
+# when the core is gone or has no listeners left.
+watch_shared_transitions <- function(core) {
+  if (isTRUE(core$watching) || !identical(cb_store_kind(core$ptr), "host") ||
+      !requireNamespace("later", quietly = TRUE)) {
+    return(invisible())
+  }
+  core$watching <- TRUE
+  schedule_transition_poll(rlang::new_weakref(core))
+}
+
+schedule_transition_poll <- function(ref) {
+  interval <- getOption("circuitbreaker.host_poll_interval", 0.5)
+  later::later(function() poll_shared_transitions(ref), interval)
+  invisible()
+}
+
+poll_shared_transitions <- function(ref) {
+  core <- rlang::wref_key(ref)
+  if (is.null(core)) return(invisible())
+  if (length(core$listeners) == 0L) {
+    core$watching <- FALSE
+    return(invisible())
+  }
+  # A broken segment stops the loop (the next call reports it).
+  ok <- tryCatch({
+    emit_transitions(core)
+    TRUE
+  }, circuit_breaker_error = function(e) FALSE)
+  if (ok) schedule_transition_poll(ref) else core$watching <- FALSE
+  invisible()
 }
 
 call_listener <- function(callback, event, args) {

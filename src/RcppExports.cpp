@@ -11,13 +11,14 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cb_create
-SEXP cb_create(SEXP config, SEXP clock);
-RcppExport SEXP _circuitbreaker_cb_create(SEXP configSEXP, SEXP clockSEXP) {
+SEXP cb_create(SEXP config, SEXP clock, SEXP segment);
+RcppExport SEXP _circuitbreaker_cb_create(SEXP configSEXP, SEXP clockSEXP, SEXP segmentSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type config(configSEXP);
     Rcpp::traits::input_parameter< SEXP >::type clock(clockSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_create(config, clock));
+    Rcpp::traits::input_parameter< SEXP >::type segment(segmentSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_create(config, clock, segment));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -242,13 +243,72 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_host_supported
+bool cb_host_supported();
+RcppExport SEXP _circuitbreaker_cb_host_supported() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_host_supported());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_segment_file_name
+SEXP cb_segment_file_name(SEXP name);
+RcppExport SEXP _circuitbreaker_cb_segment_file_name(SEXP nameSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type name(nameSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_segment_file_name(name));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_segment_breaker_names
+Rcpp::CharacterVector cb_segment_breaker_names(Rcpp::CharacterVector files);
+RcppExport SEXP _circuitbreaker_cb_segment_breaker_names(SEXP filesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< Rcpp::CharacterVector >::type files(filesSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_segment_breaker_names(files));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_store_kind
+SEXP cb_store_kind(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_store_kind(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_store_kind(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_host_info
+SEXP cb_host_info(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_host_info(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_host_info(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_segment_info
+SEXP cb_segment_info(SEXP path);
+RcppExport SEXP _circuitbreaker_cb_segment_info(SEXP pathSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type path(pathSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_segment_info(path));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 RcppExport SEXP cb_acquire(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_record(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_release(SEXP, SEXP);
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 2},
+    {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 3},
     {"_circuitbreaker_cb_takes_argument", (DL_FUNC) &_circuitbreaker_cb_takes_argument, 1},
     {"_circuitbreaker_cb_argument_table", (DL_FUNC) &_circuitbreaker_cb_argument_table, 0},
     {"_circuitbreaker_cb_state_names", (DL_FUNC) &_circuitbreaker_cb_state_names, 0},
@@ -271,6 +331,12 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},
+    {"_circuitbreaker_cb_host_supported", (DL_FUNC) &_circuitbreaker_cb_host_supported, 0},
+    {"_circuitbreaker_cb_segment_file_name", (DL_FUNC) &_circuitbreaker_cb_segment_file_name, 1},
+    {"_circuitbreaker_cb_segment_breaker_names", (DL_FUNC) &_circuitbreaker_cb_segment_breaker_names, 1},
+    {"_circuitbreaker_cb_store_kind", (DL_FUNC) &_circuitbreaker_cb_store_kind, 1},
+    {"_circuitbreaker_cb_host_info", (DL_FUNC) &_circuitbreaker_cb_host_info, 1},
+    {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
     {"cb_acquire", (DL_FUNC) &cb_acquire, 4},
     {"cb_record",  (DL_FUNC) &cb_record,  4},
     {"cb_release", (DL_FUNC) &cb_release, 2},

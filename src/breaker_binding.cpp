@@ -87,10 +87,11 @@ SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) 
 
 }  // namespace
 
+// `segment`: NULL (this process) or the path of a host segment.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_create(SEXP config, SEXP clock) {
+SEXP cb_create(SEXP config, SEXP clock, SEXP segment) {
   return cbr::make_breaker_pointer(cbr::config_merge(circuitbreaker::Config{}, config),
-                                   clock);
+                                   clock, segment);
 }
 
 // See R/breaker-execute.R for what each kind of result means to R.
@@ -212,6 +213,10 @@ bool cb_disable(SEXP ptr) {
 SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::Config c = cbr::config_merge(cbr::stored_config(ptr), changes);
+  if (h.breaker.host() != nullptr) {
+    // The configuration is a host breaker's identity (host_breaker.hpp).
+    cbr::abort_by("abort_host_configure", Rf_getAttrib(changes, R_NamesSymbol));
+  }
   h.breaker.reconfigure(circuitbreaker::make_settings(c), h.now());
   cbr::store_config(ptr, c);
   return R_NilValue;

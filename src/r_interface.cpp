@@ -1,7 +1,9 @@
 // External-pointer lifecycle and error signalling shared by the bindings.
 #include "r_interface.h"
 
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "config_from_r.h"
 
@@ -53,19 +55,77 @@ void abort_argument(const char* arg, const char* must, SEXP value) {
   call_abort(call);
 }
 
+void abort_by(const char* fun, SEXP arg) {
+  SEXP call = PROTECT(Rf_lang2(Rf_install(fun), arg));
+  call_abort(call);
+}
+
 void abort_invalid_object(const char* what) {
   SEXP call = PROTECT(Rf_lang2(Rf_install("abort_invalid_object"), Rf_mkString(what)));
   call_abort(call);
 }
 
-SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock) {
-  const circuitbreaker::ManualClock* manual =
-      clock == R_NilValue ? nullptr : &clock_from(clock);
-  auto handle = std::make_unique<BreakerHandle>(circuitbreaker::make_settings(c), manual);
+void abort_host_store(const std::string& path,
+                      const circuitbreaker::HostBreaker::OpenResult& r) {
+  const bool os = r.error != 0;
+  SEXP args = PROTECT(Rf_allocVector(VECSXP, 4));
+  SET_VECTOR_ELT(args, 0, Rf_mkString(path.c_str()));
+  SET_VECTOR_ELT(args, 1,
+                 Rf_mkString(os ? "os_error" : circuitbreaker::segment_status_name(r.status)));
+  SET_VECTOR_ELT(args, 2, Rf_mkString(os ? std::strerror(r.error)
+                                         : circuitbreaker::segment_status_message(r.status)));
+  SET_VECTOR_ELT(args, 3,
+                 r.differing_field >= 0
+                     ? Rf_mkString(circuitbreaker::kConfigFields[r.differing_field].name)
+                     : R_NilValue);
+  SEXP call = PROTECT(Rf_lang5(Rf_install("abort_host_store"), VECTOR_ELT(args, 0),
+                               VECTOR_ELT(args, 1), VECTOR_ELT(args, 2),
+                               VECTOR_ELT(args, 3)));
+  call_abort(call);
+}
 
-  SEXP prot = PROTECT(Rf_allocVector(VECSXP, 2));
+void abort_host_broken(SEXP ptr) {
+  abort_by("abort_host_broken", VECTOR_ELT(R_ExternalPtrProtected(ptr), 2));
+}
+
+namespace {
+
+// A new handle: in this process, or attached to the host segment at
+// `segment` (a path, or NULL for the process store).
+std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP clock,
+                                          SEXP segment) {
+  if (segment == R_NilValue) {
+    const circuitbreaker::ManualClock* manual =
+        clock == R_NilValue ? nullptr : &clock_from(clock);
+    return std::make_unique<BreakerHandle>(circuitbreaker::make_settings(c), manual);
+  }
+  if (TYPEOF(segment) != STRSXP || Rf_xlength(segment) != 1 ||
+      STRING_ELT(segment, 0) == NA_STRING) {
+    abort_invalid_object("host segment path");
+  }
+  if (clock != R_NilValue) {
+    abort_argument("clock",
+                   "NULL for a host-shared breaker (its processes share the host's "
+                   "monotonic clock)",
+                   clock);
+  }
+  const std::string path = CHAR(STRING_ELT(segment, 0));
+  auto host = std::make_unique<circuitbreaker::HostBreaker>();
+  const circuitbreaker::HostBreaker::OpenResult r =
+      host->open(path, c, circuitbreaker::SteadyClock::now());
+  if (!r.ok()) abort_host_store(path, r);
+  return std::make_unique<BreakerHandle>(std::move(host));
+}
+
+}  // namespace
+
+SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock, SEXP segment) {
+  auto handle = new_handle(c, clock, segment);
+
+  SEXP prot = PROTECT(Rf_allocVector(VECSXP, 3));
   SET_VECTOR_ELT(prot, 0, config_to_vector(c));
   SET_VECTOR_ELT(prot, 1, clock);
+  SET_VECTOR_ELT(prot, 2, segment);
   SEXP ptr = PROTECT(R_MakeExternalPtr(handle.get(), breaker_tag(), prot));
   R_RegisterCFinalizerEx(ptr, finalize_breaker, TRUE);
   handle.release();  // owned by the pointer's finalizer from here on
@@ -77,18 +137,24 @@ BreakerHandle& breaker_from(SEXP ptr) {
   if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != breaker_tag()) {
     abort_invalid_object("circuit breaker pointer");
   }
-  if (void* addr = R_ExternalPtrAddr(ptr)) return *static_cast<BreakerHandle*>(addr);
+  if (void* addr = R_ExternalPtrAddr(ptr)) {
+    BreakerHandle& h = *static_cast<BreakerHandle*>(addr);
+    // A host segment someone overwrote, or whose lock was found
+    // unrecoverable, is not used again.
+    if (circuitbreaker::HostBreaker* host = h.breaker.host()) {
+      if (!host->healthy()) abort_host_broken(ptr);
+    }
+    return h;
+  }
 
-  // Restored by readRDS() or load(): rebuild from the stored configuration.
+  // Restored by readRDS() or load(): rebuild from the stored configuration
+  // (a process breaker with fresh state; a host breaker re-attaches).
   SEXP prot = R_ExternalPtrProtected(ptr);
-  if (TYPEOF(prot) != VECSXP || Rf_xlength(prot) != 2) {
+  if (TYPEOF(prot) != VECSXP || Rf_xlength(prot) != 3) {
     abort_invalid_object("circuit breaker pointer (its configuration is missing)");
   }
   const circuitbreaker::Config c = config_from_vector(VECTOR_ELT(prot, 0));
-  SEXP clock = VECTOR_ELT(prot, 1);
-  const circuitbreaker::ManualClock* manual =
-      clock == R_NilValue ? nullptr : &clock_from(clock);
-  auto handle = std::make_unique<BreakerHandle>(circuitbreaker::make_settings(c), manual);
+  auto handle = new_handle(c, VECTOR_ELT(prot, 1), VECTOR_ELT(prot, 2));
   R_SetExternalPtrAddr(ptr, handle.get());
   R_RegisterCFinalizerEx(ptr, finalize_breaker, TRUE);
   return *handle.release();

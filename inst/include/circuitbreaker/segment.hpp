@@ -426,6 +426,21 @@ enum class SegmentStatus : std::uint8_t {
   Unsupported = 7   // no robust process-shared mutex on this platform
 };
 
+// A short name of a status, for error classes.
+inline const char* segment_status_name(SegmentStatus s) noexcept {
+  switch (s) {
+    case SegmentStatus::Created: return "created";
+    case SegmentStatus::Attached: return "attached";
+    case SegmentStatus::WrongLayout: return "wrong_layout";
+    case SegmentStatus::WrongConfig: return "wrong_config";
+    case SegmentStatus::TooSmall: return "too_small";
+    case SegmentStatus::InitTimeout: return "init_timeout";
+    case SegmentStatus::Corrupt: return "corrupt";
+    case SegmentStatus::Unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
 inline const char* segment_status_message(SegmentStatus s) noexcept {
   switch (s) {
     case SegmentStatus::Created: return "created a new shared breaker segment";

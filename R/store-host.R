@@ -1,0 +1,271 @@
+#' Breakers shared by every R process on a host
+#'
+#' @description
+#' `breaker_store_host()` makes a store for [circuit_breaker()],
+#' [breaker_for()] and the `circuitbreaker.defaults` option: every process on
+#' the machine that creates a breaker with the same `name`, the same store
+#' and the same rule arguments shares one breaker. One trip opens it for all of
+#' them, one open period applies to all, exactly `half_open_max_calls` probes
+#' go out host-wide, and the counts, windows, history and transition log are
+#' the same for every process. Use it when a plumber API runs several worker
+#' processes, when Posit Connect or Shiny Server runs several R processes for
+#' an app, or when a `callr` or `future` pool fans calls out: with
+#' per-process breakers each of N processes makes its own
+#' `failure_threshold` failed calls before it opens, and each sends its own
+#' probes.
+#'
+#' `breaker_store_process()` is the default store (each process its own
+#' breaker), for overriding a host store given in `circuitbreaker.defaults`.
+#'
+#' @section Where the state lives:
+#' Each breaker is one small file (about 5 KB) in the store's directory, named
+#' `cb-` and the breaker's name (characters other than letters, digits, `_`,
+#' `-` and `.` written as `%XX`), mapped into the memory of every process that
+#' uses it. The default directory is `/dev/shm`, which is memory, not disk.
+#' Give another directory with `path` when processes in several containers
+#' share a memory-backed volume, or because systemd's `RemoveIPC=yes` deletes
+#' a user's files in `/dev/shm` when their last session ends (a service
+#' account running plumber is not affected; a login user's can be).
+#'
+#' The state survives the restart of any process, and of all of them, for as
+#' long as the file exists. `breaker_remove()` only forgets a breaker in this
+#' process. `breaker_store_unlink()` deletes the file: processes attached to it
+#' go on sharing the old state among themselves, and the next breaker created
+#' with that name starts afresh. `breaker_store_segments()` lists the files of
+#' a store, with their state and the process that created them; from a shell,
+#' `ls /dev/shm/cb-*` does the same, and `rm` removes them.
+#'
+#' @section What is shared and what is not:
+#' The rule arguments of [circuit_breaker()] (`failure_threshold`,
+#' `recovery_timeout`, the windows and rates, the probe, backoff, jitter and
+#' ramp-up arguments) are part of a shared breaker's identity: a process that
+#' creates a breaker of the same name with different values gets an error of
+#' class `circuit_breaker_store_wrong_config` that names the first argument
+#' that differs. For the same reason `$configure()` refuses to change them on a
+#' shared breaker (class `circuit_breaker_store_configure`): processes that
+#' disagree about the rules would each apply their own. To change them, stop
+#' the processes, call `breaker_store_unlink()` and start them with the new
+#' arguments.
+#'
+#' The fallback, `failure_when`, `ignore`, `timeout`, `failure_statuses`,
+#' `respect_retry_after` and listeners belong to each process: they decide
+#' how this process's calls become outcomes and what it does with events, and
+#' each process may set them as it likes, also with `$configure()`.
+#'
+#' A shared breaker reads the host's monotonic clock, so `clock` must be
+#' `NULL`.
+#'
+#' @section Events:
+#' A transition made by another process reaches this process's listeners,
+#' `$transitions()` and `$metrics()` on this process's next call, and within
+#' about a second when an event loop runs (plumber, Shiny, or anything that
+#' runs `later`'s loop): a breaker with listeners checks the shared log once
+#' every `getOption("circuitbreaker.host_poll_interval", 0.5)` seconds.
+#'
+#' @section Crash safety:
+#' A process may be killed at any moment (`SIGKILL`, the out-of-memory
+#' killer) without wedging or corrupting the shared breaker. The lock is a
+#' robust process-shared mutex: when its owner dies, the next process takes
+#' it over. Every change is written to a copy of the state, which becomes the
+#' state in one atomic step, so a change cut short leaves the previous state
+#' whole. A probe held by a process that died is freed as soon as another
+#' process finds every probe slot taken (probes of processes in another pid
+#' namespace are freed by their lease instead: `half_open_max_wait`, else
+#' `recovery_timeout`).
+#'
+#' @section Speed:
+#' Admission in `CLOSED` and `OPEN` reads the shared state without a lock and
+#' without a system call; recording an outcome takes the lock for well under
+#' a microsecond. See `bench/RESULTS.md` in the source for figures.
+#'
+#' @section Platforms:
+#' Linux. Elsewhere `breaker_store_host()` raises an error of class
+#' `circuit_breaker_store_unsupported`: macOS has no robust process-shared
+#' mutexes, and Windows no POSIX shared memory.
+#'
+#' @param path `NULL` for `/dev/shm`, or an existing directory that this
+#'   process may write to. Every process sharing a breaker must use the same
+#'   directory.
+#' @param name The name of a breaker (as given to [circuit_breaker()], or the
+#'   `"host:port"` key of [breaker_for()]).
+#' @param store A store from `breaker_store_host()`.
+#' @return `breaker_store_host()` and `breaker_store_process()`: a store
+#'   object. `breaker_store_unlink()`: `TRUE` if a file was removed,
+#'   invisibly. `breaker_store_segments()`: a data frame with one row per
+#'   file (`name`, `file`, `status`, `state`, `creator_pid`,
+#'   `creator_alive`, `seconds_since_created`, `bytes`).
+#' @examples
+#' if (circuitbreaker:::cb_host_supported()) {
+#'   store <- breaker_store_host(tempdir())
+#'   cb <- circuit_breaker(name = "inventory", failure_threshold = 3, store = store)
+#'   cb$execute(function() "ok")
+#'   # Another R process on this host running the same line shares `cb`.
+#'   breaker_store_segments(store)[, c("name", "state")]
+#'   breaker_remove("inventory")
+#'   breaker_store_unlink("inventory", store)
+#' }
+#' @export
+breaker_store_host <- function(path = NULL) {
+  if (!cb_host_supported()) {
+    cli::cli_abort(
+      c("Breakers shared by the processes of a host are not supported on this platform.",
+        i = "They need robust process-shared mutexes, which Linux has (macOS and Windows do not).",
+        i = "Use the default store (one breaker per process) here."),
+      class = c("circuit_breaker_store_unsupported", "circuit_breaker_store_error",
+                "circuit_breaker_error"),
+      call = rlang::current_call()
+    )
+  }
+  if (is.null(path)) {
+    path <- "/dev/shm"
+  } else {
+    check_string(path)
+  }
+  if (!dir.exists(path) || file.access(path, 2L) != 0L) {
+    abort_bad_argument("path", "NULL or an existing directory this process can write to", path,
+                       call = rlang::current_call())
+  }
+  structure(list(kind = "host", path = normalizePath(path, mustWork = TRUE)),
+            class = c("circuit_breaker_store_host", "circuit_breaker_store"))
+}
+
+#' @rdname breaker_store_host
+#' @export
+breaker_store_process <- function() {
+  structure(list(kind = "process", path = NULL),
+            class = c("circuit_breaker_store_process", "circuit_breaker_store"))
+}
+
+#' @export
+format.circuit_breaker_store <- function(x, ...) {
+  if (identical(x$kind, "host")) paste0("<circuit_breaker_store: host, ", x$path, ">")
+  else "<circuit_breaker_store: process>"
+}
+
+#' @export
+print.circuit_breaker_store <- function(x, ...) {
+  cat(format(x), "\n", sep = "")
+  invisible(x)
+}
+
+check_store <- function(x, arg = "store", call = rlang::caller_env()) {
+  if (is.null(x) || inherits(x, "circuit_breaker_store")) return(x)
+  abort_bad_argument(arg, "NULL or a store from `breaker_store_host()` or `breaker_store_process()`",
+                     x, call = call)
+}
+
+# The segment file of breaker `name` in a host store, or NULL for the process
+# store. A shared breaker needs a name: it is how processes find each other.
+store_segment_path <- function(store, name, call) {
+  if (is.null(store) || !identical(store$kind, "host")) return(NULL)
+  if (is.null(name)) {
+    cli::cli_abort(
+      c("A host-shared breaker needs a {.arg name}.",
+        i = "Processes that give the same name (and store) share one breaker."),
+      class = c("circuit_breaker_store_needs_name", "circuit_breaker_store_error",
+                "circuit_breaker_error", "circuit_breaker_invalid_argument"),
+      argument = "name",
+      call = call
+    )
+  }
+  file <- cb_segment_file_name(name)
+  if (is.null(file)) {
+    abort_bad_argument("name", "a name of at most about 250 bytes for a host-shared breaker", name,
+                       call = call)
+  }
+  file.path(store$path, file)
+}
+
+#' @rdname breaker_store_host
+#' @export
+breaker_store_unlink <- function(name, store = breaker_store_host()) {
+  check_string(name)
+  if (!inherits(store, "circuit_breaker_store_host")) {
+    abort_bad_argument("store", "a store from `breaker_store_host()`", store)
+  }
+  path <- store_segment_path(store, name, call = rlang::current_call())
+  invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
+}
+
+#' @rdname breaker_store_host
+#' @export
+breaker_store_segments <- function(store = breaker_store_host()) {
+  if (!inherits(store, "circuit_breaker_store_host")) {
+    abort_bad_argument("store", "a store from `breaker_store_host()`", store)
+  }
+  files <- list.files(store$path, pattern = "^cb-", all.files = TRUE)
+  names <- cb_segment_breaker_names(files)
+  files <- files[!is.na(names)]
+  names <- names[!is.na(names)]
+  info <- lapply(file.path(store$path, files), cb_segment_info)
+  column <- function(field, type) vapply(info, function(i) i[[field]], type)
+  creator <- column("creator_pid", numeric(1))
+  data.frame(
+    name = names,
+    file = file.path(store$path, files),
+    status = column("status", character(1)),
+    state = column("state", character(1)),
+    creator_pid = creator,
+    creator_alive = vapply(creator, process_alive, logical(1)),
+    seconds_since_created = column("seconds_since_created", numeric(1)),
+    bytes = column("bytes", numeric(1)),
+    stringsAsFactors = FALSE
+  )
+}
+
+process_alive <- function(pid) {
+  if (is.na(pid)) return(NA)
+  file.exists(file.path("/proc", pid))
+}
+
+# Raised by the binding when a host segment cannot be opened or attached.
+# `reason` is the core's status name (segment.hpp) or "os_error"; `message`
+# is the core's wording (or the system's, for an os_error).
+abort_host_store <- function(path, reason, message, argument = NULL, call = NULL) {
+  bullets <- c("Cannot share breaker segment {.file {path}}: {message}.")
+  if (identical(reason, "wrong_config")) {
+    bullets <- c(
+      "Breaker segment {.file {path}} was created with another configuration.",
+      x = "{.arg {argument}} differs from the value the breaker was created with.",
+      i = paste("Every process sharing a breaker must give the same rule arguments;",
+                "or remove the segment with {.fn breaker_store_unlink} once no process uses it.")
+    )
+  } else if (reason %in% c("wrong_layout", "corrupt", "too_small", "init_timeout")) {
+    bullets <- c(bullets, i = "Remove it with {.fn breaker_store_unlink} (or {.code rm}) once no process uses it.")
+  }
+  cli::cli_abort(
+    bullets,
+    class = c(paste0("circuit_breaker_store_", reason), "circuit_breaker_store_error",
+              "circuit_breaker_error"),
+    path = path,
+    reason = reason,
+    argument = argument,
+    call = call
+  )
+}
+
+# Raised when a host segment in use turns out to be broken (its header was
+# overwritten, or its lock is unrecoverable).
+abort_host_broken <- function(path, call = NULL) {
+  cli::cli_abort(
+    c("Breaker segment {.file {path}} is damaged: it was overwritten, or its lock cannot be recovered.",
+      i = "Remove it with {.fn breaker_store_unlink} and create the breaker again."),
+    class = c("circuit_breaker_store_corrupt", "circuit_breaker_store_error", "circuit_breaker_error"),
+    path = path,
+    reason = "corrupt",
+    call = call
+  )
+}
+
+# Raised by $configure() on a host-shared breaker for the core's arguments.
+abort_host_configure <- function(arguments, call = NULL) {
+  cli::cli_abort(
+    c("The rule arguments of a host-shared breaker cannot be changed: {.arg {arguments}}.",
+      i = "They are the shared breaker's identity; every process must agree on them.",
+      i = paste("Stop the processes, remove the segment with {.fn breaker_store_unlink},",
+                "and create the breaker again with the new arguments.")),
+    class = c("circuit_breaker_store_configure", "circuit_breaker_store_error", "circuit_breaker_error"),
+    arguments = arguments,
+    call = call
+  )
+}

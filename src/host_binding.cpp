@@ -1,0 +1,113 @@
+// R entry points of the host store: what R needs to name, list and describe
+// host segments. The segment itself is opened by cb_create() (r_interface.cpp);
+// every rule about it is in host_breaker.hpp and segment.hpp.
+#include <Rcpp.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "r_interface.h"
+
+namespace {
+
+using circuitbreaker::HostBreaker;
+using circuitbreaker::Segment;
+using circuitbreaker::SegmentStatus;
+
+double seconds_since(circuitbreaker::Nanos then) {
+  return circuitbreaker::nanos_to_seconds(circuitbreaker::SteadyClock::now() - then);
+}
+
+}  // namespace
+
+// Whether this build can share breakers between processes (robust
+// process-shared mutexes: Linux).
+// [[Rcpp::export(rng = false)]]
+bool cb_host_supported() { return circuitbreaker::RobustMutex::supported(); }
+
+// The file name of a breaker's segment, or NULL if the name is too long.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_segment_file_name(SEXP name) {
+  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 || STRING_ELT(name, 0) == NA_STRING) {
+    cbr::abort_argument("name", "a single string", name);
+  }
+  const std::string file = circuitbreaker::segment_file_name(CHAR(STRING_ELT(name, 0)));
+  return file.empty() ? R_NilValue : Rf_mkString(file.c_str());
+}
+
+// The breaker names of segment file names (NA for files that are not).
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_segment_breaker_names(Rcpp::CharacterVector files) {
+  Rcpp::CharacterVector out(files.size());
+  for (R_xlen_t i = 0; i < files.size(); ++i) {
+    const auto name = files[i] == NA_STRING
+                          ? std::nullopt
+                          : circuitbreaker::segment_breaker_name(std::string(files[i]));
+    out[i] = name ? Rcpp::String(*name) : Rcpp::String(NA_STRING);
+  }
+  return out;
+}
+
+// "process" or "host".
+// [[Rcpp::export(rng = false)]]
+SEXP cb_store_kind(SEXP ptr) {
+  return Rf_mkString(cbr::breaker_from(ptr).breaker.host() ? "host" : "process");
+}
+
+// What a host breaker's segment says about itself; NULL for a process breaker.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_host_info(SEXP ptr) {
+  cbr::BreakerHandle& h = cbr::breaker_from(ptr);
+  const HostBreaker* host = h.breaker.host();
+  if (host == nullptr) return R_NilValue;
+  return Rcpp::List::create(
+      Rcpp::Named("path") = VECTOR_ELT(R_ExternalPtrProtected(ptr), 2),
+      Rcpp::Named("creator_pid") = static_cast<double>(host->header().creator_pid),
+      Rcpp::Named("seconds_since_created") = seconds_since(host->header().created_at),
+      Rcpp::Named("commits") = static_cast<double>(host->commits()),
+      Rcpp::Named("recovered_owners") = static_cast<double>(host->recoveries()),
+      Rcpp::Named("tracks_probe_owners") = host->tracks_owners());
+}
+
+// Reads a segment file without attaching to it (nothing is created or
+// written): its status, and when it is a segment of this layout, its state
+// and creator. For listing a store's directory.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_segment_info(SEXP path) {
+  if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 || STRING_ELT(path, 0) == NA_STRING) {
+    cbr::abort_argument("path", "a single string", path);
+  }
+  std::string status = "ok";
+  double creator = NA_REAL, age = NA_REAL, size = NA_REAL;
+  bool has_state = false;
+  circuitbreaker::AdmissionView view;
+  circuitbreaker::SegmentMapping map;
+  const int err = map.open_file(CHAR(STRING_ELT(path, 0)), 0, false);
+  if (err != 0) {
+    status = std::string("unreadable: ") + std::strerror(err);
+  } else {
+    size = static_cast<double>(map.size());
+    const Segment* seg = map.segment();
+    if (map.size() < sizeof(Segment)) {
+      status = "truncated";
+    } else if (seg->header.magic.load() != circuitbreaker::segment_magic_word() ||
+               seg->header.init_state.load() !=
+                   static_cast<std::uint32_t>(circuitbreaker::InitState::Ready)) {
+      status = "not a segment";
+    } else if (seg->header.layout_version != circuitbreaker::kSegmentLayoutVersion ||
+               seg->header.layout_check != circuitbreaker::segment_layout_check()) {
+      status = "other layout";
+    } else {
+      creator = static_cast<double>(seg->header.creator_pid);
+      age = seconds_since(seg->header.created_at);
+      has_state = seg->read_admission(view);
+    }
+  }
+  return Rcpp::List::create(
+      Rcpp::Named("status") = status,
+      Rcpp::Named("state") = has_state ? Rcpp::String(circuitbreaker::state_name(view.state))
+                                       : Rcpp::String(NA_STRING),
+      Rcpp::Named("creator_pid") = creator, Rcpp::Named("seconds_since_created") = age,
+      Rcpp::Named("bytes") = size);
+}
