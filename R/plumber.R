@@ -182,7 +182,7 @@ pr_cb_json_serializer <- function() {
 
 # The fields of a breaker's metrics that the status endpoints show.
 pr_cb_status_fields <- c(
-  "name", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
+  "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
   "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
   "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe"
 )

@@ -12,6 +12,11 @@
 #' `unnamed-2`, ... in the order given.
 #'
 #' Gauges:
+#' * `circuitbreaker_info{breaker, store}`: always 1; `store` is `"process"`
+#'   or `"host"` (a breaker shared by the host's processes,
+#'   [breaker_store_host()]). Every worker of a host reports a host-shared
+#'   breaker's host-wide counts, so aggregate its series across the workers
+#'   of one host with `max()`, not `sum()`.
 #' * `circuitbreaker_state{breaker, state}`: 1 for the current state, 0 for
 #'   the four others (`CLOSED`, `OPEN`, `HALF_OPEN`, `FORCED_OPEN`,
 #'   `DISABLED`), so that every state always has a series.
@@ -83,6 +88,11 @@ breaker_states <- c("CLOSED", "OPEN", "HALF_OPEN", "FORCED_OPEN", "DISABLED")
 # breaker's metrics returning its sample values (named by the value of
 # `label` when the family has a second label).
 prom_families <- list(
+  list(name = "circuitbreaker_info", type = "gauge",
+       help = paste("Where the breaker's state lives: store=\"process\" (this process) or \"host\"",
+                    "(shared by the host's processes, which all report the same host-wide counts)."),
+       label = "store",
+       samples = function(m) stats::setNames(1, m$store %||% "process")),
   list(name = "circuitbreaker_state", type = "gauge",
        help = "Current state of the circuit breaker: 1 for the current state, 0 for the others.",
        label = "state",

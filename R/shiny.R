@@ -188,6 +188,7 @@ breaker_snapshot <- function(breaker, label) {
   list(
     label = label,
     name = if (is.na(m$name)) NA_character_ else m$name,
+    store = m$store,
     state = m$state,
     calls = m$calls,
     failures = m$failures,
@@ -275,6 +276,9 @@ card_info <- function(snap) {
     shiny::div(
       class = "cbdash-head",
       shiny::span(class = "cbdash-name", title = snap$label, snap$label),
+      if (identical(snap$store, "host")) {
+        shiny::span(class = "cbdash-store", title = "shared by every R process on this host", "host-shared")
+      },
       shiny::span(
         class = paste0("cbdash-state cbdash-state-", snap$state),
         style = paste0("background-color: ", colour, ";"),
@@ -346,6 +350,7 @@ dashboard_css <- "
   font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; font-size: 12px; }
 .cbdash-info { border-top: 5px solid #757575; border-radius: 4px 4px 0 0; padding: 6px 8px 2px; }
 .cbdash-head { display: flex; justify-content: space-between; align-items: center; gap: 6px; }
+.cbdash-store { font-size: 10px; color: #555; border: 1px solid #bbb; border-radius: 3px; padding: 0 3px; margin-left: 4px; }
 .cbdash-name { font-weight: 600; font-size: 13px; overflow: hidden; text-overflow: ellipsis;
   white-space: nowrap; }
 .cbdash-state { color: #fff; border-radius: 3px; padding: 1px 6px; font-size: 11px;

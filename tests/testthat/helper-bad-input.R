@@ -65,7 +65,8 @@ breaker_arguments_valid <- list(
   },
   respect_retry_after = is_flag,
   clock = is.null,
-  name = null_or(is_string)
+  name = null_or(is_string),
+  store = is.null  # or a store object, which bad_values has none of
 )
 
 # One spec per exported function: `args()` gives the arguments the others
@@ -114,6 +115,12 @@ bad_input_specs <- list(
   ),
   breaker_error_handler = list(group = "plumber_shiny", args = function() list(otherwise = NULL),
                                valid = list(otherwise = is_fn_or_null)),
+  breaker_store_host = list(group = "store", args = list, call_valid = TRUE,
+                            valid = list(path = null_or(function(x) is_string(x) && dir.exists(x)))),
+  breaker_store_unlink = list(group = "store", args = function() list(name = "x", store = breaker_store_host(tempdir())),
+                              valid = list(name = is_string, store = nothing)),
+  breaker_store_segments = list(group = "store", args = function() list(store = breaker_store_host(tempdir())),
+                                valid = list(store = nothing)),
   breaker_dashboard_ui = list(group = "plumber_shiny", args = function() list(id = "d"), valid = list(id = is_string)),
   breaker_dashboard_server = list(
     group = "plumber_shiny",
@@ -125,7 +132,7 @@ bad_input_specs <- list(
 # Exported functions the walker leaves out, because they take no arguments.
 # (CircuitBreaker, the R6 class generator, is not a function: its $new() is
 # walked with circuit_breaker().)
-bad_input_not_walked <- c("breaker_list", "breaker_state_colours")
+bad_input_not_walked <- c("breaker_list", "breaker_state_colours", "breaker_store_process")
 
 # The package's exported functions.
 exported_functions <- function() {

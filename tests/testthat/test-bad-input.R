@@ -78,6 +78,11 @@ test_that("the registry functions reject bad input", {
   walk_exported("registry")
 })
 
+test_that("the host store functions reject bad input", {
+  skip_if_not(circuitbreaker:::cb_host_supported(), "host-shared breakers need Linux")
+  walk_exported("store", must_be = TRUE)
+})
+
 test_that("the HTTP wrappers reject bad input", {
   skip_if_not_installed("httr2")
   skip_if_not_installed("curl")

@@ -1,0 +1,54 @@
+# Helpers for host-shared breakers (test-store-host.R): a private store
+# directory per test, and child R processes that share a breaker with the test.
+
+# A host store in a fresh directory (in /dev/shm when there is one, as in
+# production), removed with everything in it when `env` ends.
+local_host_store <- function(env = parent.frame()) {
+  skip_if_not(circuitbreaker:::cb_host_supported(), "host-shared breakers need Linux")
+  root <- if (dir.exists("/dev/shm") && file.access("/dev/shm", 2L) == 0L) "/dev/shm" else tempdir()
+  dir <- tempfile("cb-test-store-", tmpdir = root)
+  dir.create(dir)
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  breaker_store_host(dir)
+}
+
+# The arguments every process of a test gives its shared breaker.
+host_args <- function(...) {
+  utils::modifyList(list(failure_threshold = 5, recovery_timeout = 30), list(...))
+}
+
+# Runs `body(cb)` in a new R process on the shared breaker `name` of `store`
+# (made with `args`), in the background; returns the callr process. `body`
+# must be self-contained (its environment is replaced by the global one).
+shared_child <- function(store, name, args, body, extra = list()) {
+  environment(body) <- globalenv()
+  callr::r_bg(
+    function(dir, name, args, body, extra) {
+      library(circuitbreaker)
+      cb <- do.call(circuit_breaker, c(args, list(name = name, store = breaker_store_host(dir))))
+      body(cb, extra)
+    },
+    list(dir = store$path, name = name, args = args, body = body, extra = extra),
+    libpath = .libPaths(), supervise = TRUE
+  )
+}
+
+# Waits (bounded) for every process and returns their results; kills them on
+# the way out whatever happens.
+collect_children <- function(procs, timeout = 60) {
+  on.exit(for (p in procs) if (p$is_alive()) p$kill(), add = TRUE)
+  deadline <- Sys.time() + timeout
+  for (p in procs) {
+    left <- as.numeric(difftime(deadline, Sys.time(), units = "secs"))
+    p$wait(max(1, left) * 1000)
+    if (p$is_alive()) stop("a child process did not finish within ", timeout, " s")
+  }
+  lapply(procs, function(p) p$get_result())
+}
+
+# A shared breaker in this process, removed from the registry when `env` ends.
+local_shared_breaker <- function(store, name, args, env = parent.frame()) {
+  cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
+  withr::defer(breaker_remove(name), envir = env)
+  cb
+}
