@@ -476,12 +476,42 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
     CHECK(attach() == cb::SegmentStatus::Corrupt);
     CHECK(copy->header.init_state.load() == 0);
   }
-  SECTION("an initialisation that never finishes") {
+  SECTION("an initialisation that never finishes, by a live creator") {
     std::memset(p, 0, kSegBytes);
     copy->header.init_state.store(1);
+    copy->header.creator_pid = ::getpid();
+    copy->header.creator_pid_namespace = cb::pid_namespace_id();
     const auto t0 = std::chrono::steady_clock::now();
     CHECK(attach() == cb::SegmentStatus::InitTimeout);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  }
+  SECTION("an initialisation whose creator died is taken over") {
+    std::memset(p, 0, kSegBytes);
+    copy->header.init_state.store(1);
+    // Died before writing its pid ...
+    CHECK(attach() == cb::SegmentStatus::Created);
+    CHECK(copy->header.init_state.load() == 2);
+    // ... or after (a child that has exited and been reaped).
+    std::memset(p, 0, kSegBytes);
+    copy->header.init_state.store(1);
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    REQUIRE(child > 0);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    copy->header.creator_pid = child;
+    copy->header.creator_pid_namespace = cb::pid_namespace_id();
+    CHECK(attach() == cb::SegmentStatus::Created);
+  }
+  SECTION("a segment of another boot is initialised again") {
+    cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*copy), s);
+    REQUIRE(call(b, cb::Outcome::Failure, 10));
+    REQUIRE(copy->committed_state().totals.calls == 1);
+    copy->header.boot ^= 1;
+    CHECK(attach() == cb::SegmentStatus::Created);
+    CHECK(copy->committed_state().totals.calls == 0);
+    CHECK(copy->header.boot == cb::boot_id());
+    CHECK(attach() == cb::SegmentStatus::Attached);
   }
   SECTION("garbage") {
     std::mt19937 rng(99);

@@ -46,40 +46,7 @@
 
 #include "segment.hpp"
 
-#if CIRCUITBREAKER_HAS_POSIX_MAP
-#include <signal.h>
-#endif
-
 namespace circuitbreaker {
-
-// Whether process `pid` is gone: no such process, or a zombie (killed, not
-// yet reaped by its parent). Reads /proc; only called when half-open is full.
-inline bool process_gone(std::uint32_t pid) noexcept {
-#if CIRCUITBREAKER_HAS_POSIX_MAP
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-#if defined(__linux__)
-  char path[32];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", static_cast<unsigned>(pid));
-  if (std::FILE* f = std::fopen(path, "r")) {
-    char buf[512];
-    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    buf[n] = '\0';
-    // "pid (comm) S ...": the state follows the last ')'.
-    const std::string_view line(buf, n);
-    const std::size_t close = line.rfind(')');
-    if (close != std::string_view::npos && close + 2 < line.size()) {
-      const char st = line[close + 2];
-      return st == 'Z' || st == 'X';
-    }
-  }
-#endif
-  return false;
-#else
-  (void)pid;
-  return false;
-#endif
-}
 
 // The file name of a breaker's segment in a store directory: "cb-" and the
 // name, with every byte but [A-Za-z0-9_.-] written %XX (so any name maps to

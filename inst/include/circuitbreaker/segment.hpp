@@ -47,6 +47,13 @@
 // changed: the lock holder never writes the committed slot, and while seq
 // stays the same `committed` does not move.
 //
+// Initialisation: one creator takes the init word and initialises; the
+// others wait (at most init_wait). A creator that died while initialising
+// (a dead pid of this pid namespace, or no pid yet) is taken over by a
+// waiter. A segment initialised before this boot of the host (a file kept on
+// disk) is initialised again: its times are of another monotonic clock and
+// its mutex may be owned by a thread no kernel will declare dead.
+//
 // Identity: init_or_attach() refuses a segment made by another layout
 // (WrongLayout: the layout version, sizeof(BreakerState), sizeof(Settings),
 // CIRCUITBREAKER_API_VERSION and the segment's own size are checked) or with
@@ -75,7 +82,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <limits>
 #include <thread>
 #include <type_traits>
@@ -90,6 +99,7 @@
 #if defined(__unix__) || defined(__APPLE__)
 #define CIRCUITBREAKER_HAS_POSIX_MAP 1
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -116,6 +126,35 @@ inline std::uint64_t pid_namespace_id() noexcept {
   if (::stat("/proc/self/ns/pid", &sb) == 0) return static_cast<std::uint64_t>(sb.st_ino);
 #endif
   return 0;
+}
+
+// Whether process `pid` is gone: no such process, or a zombie (killed, not
+// yet reaped by its parent). Reads /proc; only called when half-open is full.
+inline bool process_gone(std::uint32_t pid) noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+#if defined(__linux__)
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", static_cast<unsigned>(pid));
+  if (std::FILE* f = std::fopen(path, "r")) {
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // "pid (comm) S ...": the state follows the last ')'.
+    const std::string_view line(buf, n);
+    const std::size_t close = line.rfind(')');
+    if (close != std::string_view::npos && close + 2 < line.size()) {
+      const char st = line[close + 2];
+      return st == 'Z' || st == 'X';
+    }
+  }
+#endif
+  return false;
+#else
+  (void)pid;
+  return false;
+#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -170,6 +209,25 @@ inline std::uint64_t config_hash(const Config& c) noexcept {
   return h.value();
 }
 
+// An identity of the current boot of this host (a hash of Linux's
+// /proc/sys/kernel/random/boot_id), 0 where unknown. A segment file kept on
+// disk outlives a reboot, but the times in it (the monotonic clock) and its
+// mutex (owned by a thread of the old boot, which no kernel will ever declare
+// dead) do not: a segment from another boot is initialised again.
+inline std::uint64_t boot_id() noexcept {
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[64];
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    Fnv1a h;
+    for (std::size_t i = 0; i < n; ++i) h.byte(static_cast<std::uint8_t>(buf[i]));
+    return n > 0 ? h.value() : 0;
+  }
+#endif
+  return 0;
+}
+
 // ---------------------------------------------------------------------------
 // Layout
 
@@ -195,6 +253,7 @@ struct SegmentHeader {
   std::uint64_t config_hash;
   std::int64_t creator_pid;
   std::uint64_t creator_pid_namespace;  // pid_namespace_id() of the creator
+  std::uint64_t boot;                   // boot_id() when it was initialised
   Nanos created_at;
   // The creator's configuration, field by field (kConfigFields order, NaN
   // for an unset optional): to name the first argument an attacher differs in.
@@ -501,67 +560,108 @@ inline SegmentStatus init_or_attach(
   SegmentHeader& h = seg.header;
   const std::uint64_t magic = segment_magic_word();
   const std::uint64_t cfg_hash = config_hash(config);
+  const std::uint64_t this_boot = boot_id();
   double config_values[kConfigFieldCount];
   for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
     config_values[i] = config_get(config, kConfigFields[i]);
   }
 
-  std::uint32_t st = h.init_state.load(std::memory_order_acquire);
-  if (st == 0) {
-    if (h.magic.load(std::memory_order_acquire) != 0) {
-      // The creator writes the magic only after taking the init word.
-      st = h.init_state.load(std::memory_order_acquire);
-      if (st == 0) return SegmentStatus::Corrupt;
-    } else if (h.init_state.compare_exchange_strong(st, 1, std::memory_order_acq_rel)) {
-      h.layout_version = kSegmentLayoutVersion;
-      h.layout_check = segment_layout_check();
-      h.total_size = sizeof(Segment);
-      h.config_hash = cfg_hash;
-      h.creator_pid = static_cast<std::int64_t>(self);
-      h.creator_pid_namespace = pid_namespace_id();
-      h.created_at = now;
-      for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
-        h.config_values[i] = config_values[i];
-      }
-      std::memset(static_cast<void*>(&seg.control), 0,
-                  sizeof(Segment) - offsetof(Segment, control));
-      if (seg.control.mutex.init() != 0) {
-        h.init_state.store(0, std::memory_order_release);
-        return SegmentStatus::Unsupported;
-      }
-      { SharedBreaker init(SegmentStore(seg), settings, now); }
-      h.magic.store(magic, std::memory_order_release);
-      h.init_state.store(static_cast<std::uint32_t>(InitState::Ready),
-                         std::memory_order_release);
-      return SegmentStatus::Created;
+  // Initialises the segment: only ever called by the one process that moved
+  // the init word to Initialising.
+  const auto initialise = [&]() noexcept -> SegmentStatus {
+    h.layout_version = kSegmentLayoutVersion;
+    h.layout_check = segment_layout_check();
+    h.total_size = sizeof(Segment);
+    h.config_hash = cfg_hash;
+    h.creator_pid = static_cast<std::int64_t>(self);
+    h.creator_pid_namespace = pid_namespace_id();
+    h.boot = this_boot;
+    h.created_at = now;
+    for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
+      h.config_values[i] = config_values[i];
     }
-    // Lost the race: `st` holds the winner's word.
-  }
+    std::memset(static_cast<void*>(&seg.control), 0,
+                sizeof(Segment) - offsetof(Segment, control));
+    if (seg.control.mutex.init() != 0) {
+      h.init_state.store(0, std::memory_order_release);
+      return SegmentStatus::Unsupported;
+    }
+    { SharedBreaker init(SegmentStore(seg), settings, now); }
+    h.magic.store(magic, std::memory_order_release);
+    h.init_state.store(static_cast<std::uint32_t>(InitState::Ready),
+                       std::memory_order_release);
+    return SegmentStatus::Created;
+  };
+  constexpr auto kInitialising = static_cast<std::uint32_t>(InitState::Initialising);
+  constexpr auto kReady = static_cast<std::uint32_t>(InitState::Ready);
 
-  const auto deadline = std::chrono::steady_clock::now() + init_wait;
-  for (int round = 0; st == static_cast<std::uint32_t>(InitState::Initialising);
-       ++round) {
-    const std::uint64_t m = h.magic.load(std::memory_order_acquire);
-    if (m != 0 && m != magic) return SegmentStatus::Corrupt;
-    if (std::chrono::steady_clock::now() >= deadline) return SegmentStatus::InitTimeout;
-    if (round < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // A few rounds: a takeover (a dead creator, a segment of another boot)
+  // starts the protocol over once.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::uint32_t st = h.init_state.load(std::memory_order_acquire);
+    if (st == 0) {
+      if (h.magic.load(std::memory_order_acquire) != 0) {
+        // The creator writes the magic only after taking the init word.
+        st = h.init_state.load(std::memory_order_acquire);
+        if (st == 0) return SegmentStatus::Corrupt;
+      } else if (h.init_state.compare_exchange_strong(st, kInitialising,
+                                                      std::memory_order_acq_rel)) {
+        return initialise();
+      }
+      // Lost the race: `st` holds the winner's word.
     }
-    st = h.init_state.load(std::memory_order_acquire);
+
+    const auto deadline = std::chrono::steady_clock::now() + init_wait;
+    bool taken_over = false;
+    for (int round = 0; st == kInitialising; ++round) {
+      const std::uint64_t m = h.magic.load(std::memory_order_acquire);
+      if (m != 0 && m != magic) return SegmentStatus::Corrupt;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        // The creator died while initialising (its pid is written right
+        // after it took the init word; 0: it died before that): start over.
+        // Only a creator of this pid namespace can be judged.
+        const std::int64_t pid = h.creator_pid;
+        const bool judged = pid == 0 || h.creator_pid_namespace == pid_namespace_id();
+        const bool dead = pid == 0 || process_gone(static_cast<std::uint32_t>(pid));
+        std::uint32_t expected = kInitialising;
+        if (!judged || !dead) return SegmentStatus::InitTimeout;
+        h.magic.store(0, std::memory_order_release);
+        h.init_state.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+        taken_over = true;
+        break;
+      }
+      if (round < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      st = h.init_state.load(std::memory_order_acquire);
+    }
+    if (taken_over) continue;
+    if (st != kReady) return SegmentStatus::Corrupt;
+    if (h.magic.load(std::memory_order_acquire) != magic) return SegmentStatus::Corrupt;
+    if (h.layout_version != kSegmentLayoutVersion ||
+        h.layout_check != segment_layout_check() || h.total_size != sizeof(Segment)) {
+      return SegmentStatus::WrongLayout;
+    }
+    if (h.boot != this_boot) {
+      // Made before this boot: nobody of this boot uses it (whoever attached
+      // first would have initialised it again), its times and its mutex are
+      // meaningless. One process initialises it afresh.
+      std::uint32_t expected = kReady;
+      if (h.init_state.compare_exchange_strong(expected, kInitialising,
+                                               std::memory_order_acq_rel)) {
+        return initialise();
+      }
+      continue;  // another process does it: wait for it
+    }
+    if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
+    if (seg.control.committed.load(std::memory_order_acquire) > 1) {
+      return SegmentStatus::Corrupt;
+    }
+    return SegmentStatus::Attached;
   }
-  if (st != static_cast<std::uint32_t>(InitState::Ready)) return SegmentStatus::Corrupt;
-  if (h.magic.load(std::memory_order_acquire) != magic) return SegmentStatus::Corrupt;
-  if (h.layout_version != kSegmentLayoutVersion ||
-      h.layout_check != segment_layout_check() || h.total_size != sizeof(Segment)) {
-    return SegmentStatus::WrongLayout;
-  }
-  if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
-  if (seg.control.committed.load(std::memory_order_acquire) > 1) {
-    return SegmentStatus::Corrupt;
-  }
-  return SegmentStatus::Attached;
+  return SegmentStatus::InitTimeout;
 }
 
 // ---------------------------------------------------------------------------
