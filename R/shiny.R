@@ -350,7 +350,8 @@ dashboard_css <- "
   font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; font-size: 12px; }
 .cbdash-info { border-top: 5px solid #757575; border-radius: 4px 4px 0 0; padding: 6px 8px 2px; }
 .cbdash-head { display: flex; justify-content: space-between; align-items: center; gap: 6px; }
-.cbdash-store { font-size: 10px; color: #555; border: 1px solid #bbb; border-radius: 3px; padding: 0 3px; margin-left: 4px; }
+.cbdash-store { font-size: 10px; color: #555; border: 1px solid #bbb; border-radius: 3px;
+  padding: 0 3px; margin-left: 4px; }
 .cbdash-name { font-weight: 600; font-size: 13px; overflow: hidden; text-overflow: ellipsis;
   white-space: nowrap; }
 .cbdash-state { color: #fff; border-radius: 3px; padding: 1px 6px; font-size: 11px;

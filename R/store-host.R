@@ -29,9 +29,10 @@
 #'
 #' The state survives the restart of any process, and of all of them, for as
 #' long as the file exists (a file in a directory on disk that outlives a
-#' reboot of the host starts afresh: its times were of the old boot's clock). `breaker_remove()` only forgets a breaker in this
-#' process. `breaker_store_unlink()` deletes the file: processes attached to it
-#' go on sharing the old state among themselves, and the next breaker created
+#' reboot of the host starts afresh: its times were of the old boot's clock).
+#' `breaker_remove()` only forgets a breaker in this process.
+#' `breaker_store_unlink()` deletes the file: processes attached to it go on
+#' sharing the old state among themselves, and the next breaker created
 #' with that name starts afresh. `breaker_store_segments()` lists the files of
 #' a store, with their state and the process that created them; from a shell,
 #' `ls /dev/shm/cb-*` does the same, and `rm` removes them.

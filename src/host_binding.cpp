@@ -29,7 +29,8 @@ bool cb_host_supported() { return circuitbreaker::RobustMutex::supported(); }
 // The file name of a breaker's segment, or NULL if the name is too long.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_segment_file_name(SEXP name) {
-  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 || STRING_ELT(name, 0) == NA_STRING) {
+  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 ||
+      STRING_ELT(name, 0) == NA_STRING) {
     cbr::abort_argument("name", "a single string", name);
   }
   const std::string file = circuitbreaker::segment_file_name(CHAR(STRING_ELT(name, 0)));
@@ -75,7 +76,8 @@ SEXP cb_host_info(SEXP ptr) {
 // and creator. For listing a store's directory.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_segment_info(SEXP path) {
-  if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 || STRING_ELT(path, 0) == NA_STRING) {
+  if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 ||
+      STRING_ELT(path, 0) == NA_STRING) {
     cbr::abort_argument("path", "a single string", path);
   }
   std::string status = "ok";
@@ -106,8 +108,9 @@ SEXP cb_segment_info(SEXP path) {
   }
   return Rcpp::List::create(
       Rcpp::Named("status") = status,
-      Rcpp::Named("state") = has_state ? Rcpp::String(circuitbreaker::state_name(view.state))
-                                       : Rcpp::String(NA_STRING),
+      Rcpp::Named("state") = has_state
+                                 ? Rcpp::String(circuitbreaker::state_name(view.state))
+                                 : Rcpp::String(NA_STRING),
       Rcpp::Named("creator_pid") = creator, Rcpp::Named("seconds_since_created") = age,
       Rcpp::Named("bytes") = size);
 }

@@ -70,17 +70,19 @@ void abort_host_store(const std::string& path,
   const bool os = r.error != 0;
   SEXP args = PROTECT(Rf_allocVector(VECSXP, 4));
   SET_VECTOR_ELT(args, 0, Rf_mkString(path.c_str()));
-  SET_VECTOR_ELT(args, 1,
-                 Rf_mkString(os ? "os_error" : circuitbreaker::segment_status_name(r.status)));
-  SET_VECTOR_ELT(args, 2, Rf_mkString(os ? std::strerror(r.error)
-                                         : circuitbreaker::segment_status_message(r.status)));
+  SET_VECTOR_ELT(
+      args, 1,
+      Rf_mkString(os ? "os_error" : circuitbreaker::segment_status_name(r.status)));
+  SET_VECTOR_ELT(args, 2,
+                 Rf_mkString(os ? std::strerror(r.error)
+                                : circuitbreaker::segment_status_message(r.status)));
   SET_VECTOR_ELT(args, 3,
                  r.differing_field >= 0
                      ? Rf_mkString(circuitbreaker::kConfigFields[r.differing_field].name)
                      : R_NilValue);
-  SEXP call = PROTECT(Rf_lang5(Rf_install("abort_host_store"), VECTOR_ELT(args, 0),
-                               VECTOR_ELT(args, 1), VECTOR_ELT(args, 2),
-                               VECTOR_ELT(args, 3)));
+  SEXP call =
+      PROTECT(Rf_lang5(Rf_install("abort_host_store"), VECTOR_ELT(args, 0),
+                       VECTOR_ELT(args, 1), VECTOR_ELT(args, 2), VECTOR_ELT(args, 3)));
   call_abort(call);
 }
 

@@ -21,7 +21,9 @@ using circuitbreaker::Nanos;
 // run the same core; this only forwards, with one predictable branch.
 class AnyBreaker {
  public:
-  explicit AnyBreaker(const circuitbreaker::Settings& s, Nanos now) { local_.emplace(s, now); }
+  explicit AnyBreaker(const circuitbreaker::Settings& s, Nanos now) {
+    local_.emplace(s, now);
+  }
   explicit AnyBreaker(std::unique_ptr<circuitbreaker::HostBreaker> host)
       : host_(std::move(host)) {}
 
@@ -35,7 +37,8 @@ class AnyBreaker {
   }
   bool record(const circuitbreaker::Permit& p, circuitbreaker::Outcome o, Nanos now,
               Nanos open_for) noexcept {
-    return host_ ? host_->record(p, o, now, open_for) : local_->record(p, o, now, open_for);
+    return host_ ? host_->record(p, o, now, open_for)
+                 : local_->record(p, o, now, open_for);
   }
   void release(const circuitbreaker::Permit& p, Nanos now) noexcept {
     host_ ? host_->release(p, now) : local_->release(p, now);

@@ -117,7 +117,8 @@ bad_input_specs <- list(
                                valid = list(otherwise = is_fn_or_null)),
   breaker_store_host = list(group = "store", args = list, call_valid = TRUE,
                             valid = list(path = null_or(function(x) is_string(x) && dir.exists(x)))),
-  breaker_store_unlink = list(group = "store", args = function() list(name = "x", store = breaker_store_host(tempdir())),
+  breaker_store_unlink = list(group = "store",
+                              args = function() list(name = "x", store = breaker_store_host(tempdir())),
                               valid = list(name = is_string, store = nothing)),
   breaker_store_segments = list(group = "store", args = function() list(store = breaker_store_host(tempdir())),
                                 valid = list(store = nothing)),
@@ -181,7 +182,13 @@ walk_bad_input <- function(fn, args, valid, label, also = list(), call_valid = F
           } else {
             testthat::succeed()
           }
-          if (is_breaker(out) && !is.null(out$name)) withr::defer(breaker_remove(out$name), envir = env)
+          # The name now: `out` changes with every value tried.
+          if (is_breaker(out) && !is.null(out$name)) {
+            local({
+              name <- out$name
+              withr::defer(breaker_remove(name), envir = env)
+            })
+          }
         }
         next
       }

@@ -67,7 +67,7 @@ test_that("every metric family has HELP and TYPE lines, in one group", {
   text <- breaker_prometheus(list(busy_breaker(), circuit_breaker()))
   lines <- strsplit(text, "\n", fixed = TRUE)[[1]]
   types <- c(
-    circuitbreaker_state = "gauge", circuitbreaker_failure_rate = "gauge",
+    circuitbreaker_info = "gauge", circuitbreaker_state = "gauge", circuitbreaker_failure_rate = "gauge",
     circuitbreaker_slow_call_rate = "gauge", circuitbreaker_window_calls = "gauge",
     circuitbreaker_seconds_until_probe = "gauge", circuitbreaker_consecutive_failures = "gauge",
     circuitbreaker_calls_total = "counter", circuitbreaker_slow_calls_total = "counter",
@@ -150,7 +150,7 @@ test_that("no breakers: HELP and TYPE lines only, still valid", {
   text <- breaker_prometheus(list())
   lines <- strsplit(text, "\n", fixed = TRUE)[[1]]
   expect_true(all(startsWith(lines, "# ")))
-  expect_length(lines, 18L)
+  expect_length(lines, 20L)
   expect_promtool_ok(text)
 })
 

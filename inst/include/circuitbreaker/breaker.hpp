@@ -405,7 +405,8 @@ class BasicBreaker {
   template <typename S, typename = void>
   struct HasPending : std::false_type {};
   template <typename S>
-  struct HasPending<S, std::void_t<decltype(std::declval<S&>().take_pending_rejections())>>
+  struct HasPending<S,
+                    std::void_t<decltype(std::declval<S&>().take_pending_rejections())>>
       : std::true_type {};
   static constexpr bool kPendingRejections = HasPending<Store>::value;
 

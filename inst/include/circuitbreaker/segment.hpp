@@ -453,8 +453,7 @@ class SegmentStore {
   // the critical section dies before its commit, the mark dies with it.
   std::uint64_t pending_rejections() const noexcept {
     if (lock_.failing()) return 0;
-    const std::uint64_t total =
-        segment().fast_rejected.load(std::memory_order_relaxed);
+    const std::uint64_t total = segment().fast_rejected.load(std::memory_order_relaxed);
     const std::uint64_t folded = lock_.current().rejections_folded;
     return total > folded ? total - folded : 0;
   }
@@ -467,7 +466,6 @@ class SegmentStore {
  private:
   mutable SegmentLock lock_;
 };
-
 
 using SharedBreaker = BasicBreaker<SegmentStore>;
 
