@@ -114,6 +114,7 @@ watch_shared_transitions <- function(core) {
 
 schedule_transition_poll <- function(ref) {
   interval <- getOption("circuitbreaker.host_poll_interval", 0.5)
+  if (!is.numeric(interval) || length(interval) != 1L || !isTRUE(interval > 0)) interval <- 0.5
   later::later(function() poll_shared_transitions(ref), interval)
   invisible()
 }
