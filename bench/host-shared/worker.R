@@ -1,0 +1,125 @@
+# One plumber worker of the host-shared demonstration (run.R, next to this
+# file). run.R starts N identical copies, each in its own background R
+# process on its own port of 127.0.0.1, the way a host runs N plumber
+# processes behind a load balancer; all of them guard the same downstream
+# with a breaker of the same name and settings. It uses circuitbreaker's
+# exported API only.
+#
+# Configuration (environment variables set by run.R):
+#   HOST_SHARED_WORKER             this worker's number (1 to N)
+#   HOST_SHARED_DOWNSTREAM_URL     the downstream's /inventory URL
+#   HOST_SHARED_BREAKER            "per-process": a breaker of this process's
+#                                  own (store = NULL, the default);
+#                                  "shared": breaker_store_host(dir), one
+#                                  breaker state for every process of the host
+#   HOST_SHARED_STORE_DIR          the store's directory (shared only)
+#   HOST_SHARED_FAILURE_THRESHOLD  the breaker's failure_threshold
+#   HOST_SHARED_RECOVERY_TIMEOUT   the breaker's recovery_timeout
+#   HOST_SHARED_DOWNSTREAM_TIMEOUT seconds before a downstream call gives up
+#   HOST_SHARED_MAX_LIFETIME       seconds after which the process quits anyway
+#
+# Endpoints:
+#   /ready      no downstream call: run.R polls it until the worker is up
+#   /inventory  the downstream call through the breaker (`$execute()`) with a
+#               fallback; the answer says whether it is the fallback, and why
+#   /breaker    the breaker's metrics and the state changes this process saw
+
+config_number <- function(name) {
+  value <- suppressWarnings(as.numeric(Sys.getenv(name)))
+  if (length(value) != 1L || is.na(value)) stop("environment variable ", name, " is not set")
+  value
+}
+worker <- as.integer(config_number("HOST_SHARED_WORKER"))
+downstream_url <- Sys.getenv("HOST_SHARED_DOWNSTREAM_URL")
+downstream_timeout <- config_number("HOST_SHARED_DOWNSTREAM_TIMEOUT")
+breaker_kind <- Sys.getenv("HOST_SHARED_BREAKER")
+if (!breaker_kind %in% c("per-process", "shared")) {
+  stop("HOST_SHARED_BREAKER must be \"per-process\" or \"shared\", not \"", breaker_kind, "\"")
+}
+
+# The same name and the same settings in every worker: with a host store,
+# that is what makes them one breaker. Without one (store = NULL, the
+# default, left out here), each process has a breaker of its own.
+breaker_args <- list(
+  name = "inventory",
+  failure_threshold = config_number("HOST_SHARED_FAILURE_THRESHOLD"),
+  recovery_timeout = config_number("HOST_SHARED_RECOVERY_TIMEOUT")
+)
+if (identical(breaker_kind, "shared")) {
+  breaker_args$store <- circuitbreaker::breaker_store_host(Sys.getenv("HOST_SHARED_STORE_DIR"))
+}
+breaker <- do.call(circuitbreaker::circuit_breaker, breaker_args)
+
+# The state changes this process saw, with wall-clock times. With a shared
+# breaker a worker may see only some of them (another process may make the
+# change), so run.R takes its counts from the downstream's log and from
+# the metrics, and these are for the record only.
+transition_log <- new.env()
+transition_log$time <- numeric()
+transition_log$from <- character()
+transition_log$to <- character()
+breaker$on("state_change", function(from, to) {
+  transition_log$time <- c(transition_log$time, as.numeric(Sys.time()))
+  transition_log$from <- c(transition_log$from, from)
+  transition_log$to <- c(transition_log$to, to)
+})
+
+# A fresh connection per call (the downstream is a different process; no
+# reuse keeps the calls independent) with the demonstration's timeout.
+downstream_handle <- function() {
+  timeout_ms <- max(1, round(downstream_timeout * 1000))
+  handle <- curl::new_handle(timeout_ms = timeout_ms, connecttimeout_ms = timeout_ms, forbid_reuse = TRUE)
+  curl::handle_setheaders(handle, Connection = "close")
+}
+
+# Never outlive the demonstration, even if the process driving it dies
+# without stopping this one.
+later::later(function() quit(save = "no", status = 0),
+             delay = config_number("HOST_SHARED_MAX_LIFETIME"))
+
+#* No downstream call: the worker is up.
+#* @get /ready
+#* @serializer unboxedJSON
+function() {
+  list(worker = worker, breaker = breaker_kind)
+}
+
+#* The downstream call through the breaker; the fallback answers at once.
+#* @get /inventory
+#* @serializer unboxedJSON
+function() {
+  called <- FALSE
+  response <- breaker$execute(
+    function() {
+      called <<- TRUE
+      # The breaker let this call through: CLOSED, or HALF_OPEN for a probe.
+      # Read here, the state is the one the call was admitted in (a probe
+      # holds the only half-open slot until it ends), and the downstream
+      # logs it with the request.
+      url <- paste0(downstream_url, "?worker=", worker, "&state=", breaker$state)
+      curl::curl_fetch_memory(url, handle = downstream_handle())
+    },
+    function() NULL
+  )
+  if (is.null(response)) {
+    # The fallback: the breaker was open (no call was made), or the call
+    # failed (HTTP 500, a refused connection or a timeout).
+    return(list(worker = worker, fallback = TRUE, reason = if (called) "failed" else "open"))
+  }
+  list(worker = worker, fallback = FALSE, downstream_status = response$status_code)
+}
+
+#* The breaker's metrics and the state changes this process saw.
+#* @get /breaker
+#* @serializer unboxedJSON list(digits = NA, na = "null")
+function() {
+  metrics <- breaker$metrics()
+  metrics <- lapply(metrics, function(x) if (is.numeric(x) && any(!is.finite(x))) NULL else x)
+  list(
+    worker = worker,
+    breaker = breaker_kind,
+    state = breaker$state,
+    log = list(time = transition_log$time, from = transition_log$from, to = transition_log$to),
+    metrics = metrics
+  )
+}
