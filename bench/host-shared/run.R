@@ -453,8 +453,9 @@ run_once <- function(kind, downstream, opts, say) {
   run <- drive(workers, opts$rate, healthy_seconds = 1, outage_seconds = opts$seconds,
                switch_url = downstream$url("/mode?set=failing"), client_timeout = client_timeout)
   log <- downstream$log()
-  breakers <- lapply(workers, function(w) tryCatch(get_json(paste0(w$base, "/breaker")),
-                                                   error = function(e) NULL))
+  breakers <- lapply(workers, function(w) {
+    tryCatch(get_json(paste0(w$base, "/breaker")), error = function(e) NULL)
+  })
   procs$stop_all()
   analyse(kind, run, log, breakers, opts)
 }
