@@ -254,6 +254,19 @@ wait_ready <- function(worker) {
   FALSE
 }
 
+# Not measured: the first calls of a fresh R process (plumber's first
+# requests, curl's first handles, the breaker's first call) are many times
+# slower than the later ones, and under the load they would queue and
+# overlap. A few sequential calls per worker, downstream healthy; run.R
+# clears the downstream's log afterwards.
+warm_up <- function(workers, calls = 5L) {
+  for (i in seq_len(calls)) {
+    for (w in workers) {
+      try(curl::curl_fetch_memory(paste0(w$base, "/inventory"), handle = request_handle(5)), silent = TRUE)
+    }
+  }
+}
+
 # ---------------------------------------------------------------------------
 # The load
 
@@ -449,6 +462,10 @@ run_once <- function(kind, downstream, opts, say) {
   workers <- start_workers(opts$workers, env, procs)
   say(sprintf("ready in %.1f s (ports %s)\n", now() - t_ready,
               paste(vapply(workers, function(w) format(w$port), ""), collapse = ", ")))
+  # Healthy for the warm-up (the run before left it failing), then healthy
+  # with an empty log for the run.
+  downstream$reset()
+  warm_up(workers)
   downstream$reset()
   run <- drive(workers, opts$rate, healthy_seconds = 1, outage_seconds = opts$seconds,
                switch_url = downstream$url("/mode?set=failing"), client_timeout = client_timeout)
@@ -462,9 +479,37 @@ run_once <- function(kind, downstream, opts, say) {
 
 label <- function(kind) if (identical(kind, "shared")) "host-shared breaker" else "per-process breakers"
 
+# The transitions of the breaker a worker uses, on the time line of the
+# outage (seconds since it began): its /breaker answer gives each
+# transition's age and the worker's clock when it answered.
+breaker_transitions <- function(b, t0) {
+  tr <- b$transitions
+  data.frame(
+    time = as.numeric(b$now) - as.numeric(unlist(tr$seconds_ago)) - t0,
+    from = as.character(unlist(tr$from)),
+    to = as.character(unlist(tr$to)),
+    stringsAsFactors = FALSE
+  )
+}
+
+# A worker's own log of its downstream calls, on the same time line.
+worker_calls <- function(b, t0, w) {
+  calls <- b$calls
+  data.frame(
+    worker = rep(w, length(unlist(calls$admitted))),
+    admitted = as.numeric(unlist(calls$admitted)) - t0,
+    ended = as.numeric(unlist(calls$ended)) - t0,
+    state = as.character(unlist(calls$state)),
+    status = as.integer(unlist(calls$status)),
+    stringsAsFactors = FALSE
+  )
+}
+
 analyse <- function(kind, run, log, breakers, opts) {
   n <- opts$workers
   t0 <- run$outage_start
+  missing <- which(vapply(breakers, is.null, logical(1)))
+  if (length(missing)) stop("worker ", missing[[1]], " did not answer /breaker after the load")
   hits <- data.frame(
     time = as.numeric(unlist(log$log$time)) - t0,
     worker = as.integer(unlist(log$log$worker)),
@@ -482,11 +527,16 @@ analyse <- function(kind, run, log, breakers, opts) {
   req$start <- req$start - t0
   req$end <- req$end - t0
   out <- req[req$start >= 0, , drop = FALSE]
+  calls <- do.call(rbind, lapply(seq_len(n), function(w) worker_calls(breakers[[w]], t0, w)))
+  failed_closed <- calls[calls$state != "HALF_OPEN" & (calls$status == 0L | calls$status >= 500L), , drop = FALSE]
 
   per_worker <- do.call(rbind, lapply(seq_len(n), function(w) {
     d <- dead[dead$worker %in% w, , drop = FALSE]
     r <- out[out$worker == w, , drop = FALSE]
-    m <- breakers[[w]]$metrics
+    tr <- breaker_transitions(breakers[[w]], t0)
+    # When the breaker this worker uses first opened in the outage (a shared
+    # breaker: the same time for every worker, from the shared log).
+    opens <- tr$time[tr$from == "CLOSED" & tr$to == "OPEN" & tr$time > -0.5]
     data.frame(
       worker = w,
       requests = nrow(r),
@@ -494,59 +544,76 @@ analyse <- function(kind, run, log, breakers, opts) {
       reached = nrow(d),
       closed_calls = sum(!d$probe),
       probes = sum(d$probe),
+      opened_s = if (length(opens)) min(opens) else NA_real_,
       last_closed_s = if (any(!d$probe)) max(d$time[!d$probe]) else NA_real_,
       # When the client first got the "open" fallback from this worker (the
       # answer's arrival, not the request's start: requests may queue).
       first_open_s = if (any(r$reason %in% "open")) min(r$end[r$reason %in% "open"]) else NA_real_,
-      times_opened = if (is.null(m$times_opened)) NA_real_ else as.numeric(m$times_opened),
+      times_opened = as.numeric(breakers[[w]]$metrics$times_opened),
       stringsAsFactors = FALSE
     )
   }))
+  # The calls admitted CLOSED that failed, against the first opening of the
+  # breaker their worker uses: admitted before it and answered after it,
+  # they were in flight when it opened (no breaker can take those back);
+  # admitted after it, they would be a breaker letting calls through while
+  # OPEN.
+  opened_at <- per_worker$opened_s[failed_closed$worker]
+  in_flight <- failed_closed[!is.na(opened_at) & failed_closed$admitted < opened_at &
+                               failed_closed$ended > opened_at, , drop = FALSE]
+  admitted_after <- sum(!is.na(opened_at) & failed_closed$admitted > opened_at)
+  # Successes recorded after the outage began (calls that reached the
+  # downstream just before the switch): each resets the count of
+  # consecutive failures.
+  late_successes <- sum(calls$status == 200L & calls$ended > 0)
   # An open period lasts at least recovery_timeout and ends with one probe,
-  # so over the outage one breaker sends at most this many calls.
+  # so over the outage one breaker sends at most this many probes.
   max_probes <- floor(opts$seconds / opts$recovery_timeout)
-  per_breaker_bound <- opts$failure_threshold + max_probes
   list(
     kind = kind,
     outage_seconds = run$outage_end - t0,
     per_worker = per_worker,
     dead = dead,
-    healthy_hits = sum(hits$mode == "healthy"),
+    in_flight = in_flight,
+    admitted_after = admitted_after,
+    late_successes = late_successes,
     untagged = sum(is.na(dead$worker)),
-    dropped = as.numeric(log$dropped),
+    dropped = as.numeric(log$dropped) + sum(vapply(breakers, function(b) as.numeric(b$calls_dropped), 1)),
     errors = sum(out$reason %in% "error" | out$status == 0L),
     total = nrow(dead),
     closed_calls = sum(!dead$probe),
     probes = sum(dead$probe),
     max_probes = max_probes,
-    per_breaker_bound = per_breaker_bound,
-    # The shared breaker's own metrics (the same state in every worker): the
-    # first worker's that answered.
-    metrics = Filter(Negate(is.null), lapply(breakers, function(b) b$metrics))
+    per_breaker_bound = opts$failure_threshold + max_probes,
+    times_opened = per_worker$times_opened
   )
 }
 
 # ---------------------------------------------------------------------------
 # The report
 
+num <- function(x, d = 2) ifelse(is.na(x) | !is.finite(x), "-", formatC(x, format = "f", digits = d))
+
 report_run <- function(res, opts) {
-  num <- function(x, d = 2) ifelse(is.na(x), "-", formatC(x, format = "f", digits = d))
   pw <- res$per_worker
   cat(sprintf("\n%s: %d workers, failure_threshold %d, recovery_timeout %s s, %.1f s outage\n",
               label(res$kind), opts$workers, opts$failure_threshold, format(opts$recovery_timeout),
               res$outage_seconds))
-  cat("Calls that reached the dead downstream (its log); times in seconds since the outage began\n")
-  cols <- c("worker", "requests", "fallbacks", "reached", "closed", "probes", "last_closed_s",
-            "first_open_s")
+  cat("Calls that reached the dead downstream (its log) and when the workers stopped calling it;\n",
+      "times in seconds since the outage began (opened: the worker's breaker opened; last closed:\n",
+      "its last call admitted CLOSED reached the downstream; first open: its first \"open\" fallback)\n",
+      sep = "")
+  cols <- c("worker", "requests", "fallbacks", "reached", "closed", "probes", "opened",
+            "last closed", "first open")
+  last_closed <- suppressWarnings(max(pw$last_closed_s, na.rm = TRUE))
   rows <- rbind(
     cols,
     cbind(format(pw$worker), format(pw$requests), format(pw$fallbacks), format(pw$reached),
-          format(pw$closed_calls), format(pw$probes), num(pw$last_closed_s), num(pw$first_open_s)),
+          format(pw$closed_calls), format(pw$probes), num(pw$opened_s), num(pw$last_closed_s),
+          num(pw$first_open_s)),
     c("total", format(sum(pw$requests)), format(sum(pw$fallbacks)), format(res$total),
-      format(res$closed_calls), format(res$probes), num(suppressWarnings(max(pw$last_closed_s, na.rm = TRUE))),
-      "")
+      format(res$closed_calls), format(res$probes), "", num(last_closed), "")
   )
-  rows[rows == "-Inf"] <- "-"
   w <- apply(nchar(rows), 2, max)
   for (i in seq_len(nrow(rows))) {
     cells <- vapply(seq_along(w), function(j) formatC(rows[i, j], width = w[[j]]), character(1))
@@ -554,20 +621,30 @@ report_run <- function(res, opts) {
   }
   if (res$probes) {
     p <- res$dead[res$dead$probe, , drop = FALSE]
-    cat("  probes at ", paste(sprintf("%.2f (worker %s)", p$time, p$worker), collapse = ", "), "\n", sep = "")
+    cat(strwrap(paste0("probes at ", paste(sprintf("%.2f (worker %s)", p$time, p$worker), collapse = ", ")),
+                width = 100, indent = 2, exdent = 4), sep = "\n")
   }
-  if (length(res$metrics)) {
-    opened <- vapply(res$metrics, function(m) as.numeric(m$times_opened), numeric(1))
-    if (identical(res$kind, "shared")) {
-      cat(sprintf("  the shared breaker opened %d times (its metrics, read from every worker: %s)\n",
-                  as.integer(max(opened)), paste(opened, collapse = ", ")))
-    } else {
-      cat(sprintf("  the breakers opened %s times (worker by worker)\n", paste(opened, collapse = ", ")))
-    }
+  if (identical(res$kind, "shared")) {
+    cat(sprintf("  the shared breaker opened %d times (times_opened, the same in every worker: %s)\n",
+                as.integer(max(res$times_opened)), paste(res$times_opened, collapse = ", ")))
+  } else {
+    cat(sprintf("  the breakers opened %s times (times_opened, worker by worker)\n",
+                paste(res$times_opened, collapse = ", ")))
+  }
+  if (nrow(res$in_flight)) {
+    f <- res$in_flight
+    cat(strwrap(paste0(
+      "in flight when the breaker opened (admitted CLOSED before it opened, answered after): ",
+      paste(sprintf("worker %d, admitted %.3f, answered %.3f", f$worker, f$admitted, f$ended), collapse = "; ")
+    ), width = 100, indent = 2, exdent = 4), sep = "\n")
   }
   notes <- c(
+    if (res$admitted_after) sprintf("%d calls admitted CLOSED after the breaker opened", res$admitted_after),
+    if (res$late_successes) {
+      sprintf("%d successes recorded after the outage began (each resets the failure count)", res$late_successes)
+    },
     if (res$untagged) sprintf("%d calls without a worker number", res$untagged),
-    if (res$dropped) sprintf("%d calls beyond the downstream's log", res$dropped),
+    if (res$dropped) sprintf("%d calls beyond the logs", res$dropped),
     if (res$errors) sprintf("%d requests to the workers without an answer", res$errors)
   )
   if (length(notes)) cat("  note: ", paste(notes, collapse = "; "), "\n", sep = "")
@@ -578,8 +655,8 @@ report_goal <- function(results, opts) {
   per <- results[["per-process"]]
   shared <- results[["shared"]]
   bound <- per$per_breaker_bound
-  cat(sprintf(paste0("\nGoal (over a %s s outage an open period lasts at least %s s, so one breaker sends at most\n",
-                     "failure_threshold + %d probes = %d calls)\n"),
+  cat(sprintf(paste0("\nGoal: over a %s s outage an open period lasts at least %s s, so one breaker sends\n",
+                     "failure_threshold + at most %d probes = %d calls\n"),
               format(opts$seconds), format(opts$recovery_timeout), per$max_probes, bound))
   cat(sprintf("  per-process: %d calls reached the dead downstream (%d closed + %d probes); %d breakers x %d = %d\n",
               per$total, per$closed_calls, per$probes, n, bound, n * bound))
@@ -588,15 +665,26 @@ report_goal <- function(results, opts) {
     return(invisible(NULL))
   }
   met <- shared$total <= shared$per_breaker_bound
-  cat(sprintf("  shared:      %d calls reached the dead downstream (%d closed + %d probes); target at most %d: %s\n",
+  extra <- nrow(shared$in_flight)
+  cat(sprintf("  shared:      %d calls reached the dead downstream (%d closed + %d probes); at most %d: %s\n",
               shared$total, shared$closed_calls, shared$probes, shared$per_breaker_bound,
               if (met) "met" else "NOT met"))
+  if (extra) {
+    within <- shared$total <= shared$per_breaker_bound + extra
+    cat(sprintf(paste0("               %d of the closed calls %s already in flight in other workers when the\n",
+                       "               breaker opened (at most N - 1 = %d); counting them, at most %d: %s\n"),
+                extra, if (extra == 1L) "was" else "were", n - 1L, shared$per_breaker_bound + extra,
+                if (within && extra <= n - 1L) "met" else "NOT met"))
+  }
+  cat(sprintf("               calls admitted CLOSED after the shared breaker opened: %d (target 0)\n",
+              shared$admitted_after))
   if (shared$total > 0) {
     cat(sprintf("  per-process / shared: %.1fx the calls (N = %d)\n", per$total / shared$total, n))
   }
-  last <- function(r) suppressWarnings(max(r$per_worker$last_closed_s, na.rm = TRUE))
-  cat(sprintf("  the host stopped calling (last closed call) %.2f s (per-process) vs %.2f s (shared) into the outage\n",
-              last(per), last(shared)))
+  stopped <- function(r) suppressWarnings(max(r$per_worker$opened_s, na.rm = TRUE))
+  cat(sprintf(paste0("  every worker's breaker open (the host stopped calling, probes aside) %s s into the\n",
+                     "  outage with per-process breakers, %s s with the shared one\n"),
+              num(stopped(per)), num(stopped(shared))))
 }
 
 # ---------------------------------------------------------------------------

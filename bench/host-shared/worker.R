@@ -22,7 +22,8 @@
 #   /ready      no downstream call: run.R polls it until the worker is up
 #   /inventory  the downstream call through the breaker (`$execute()`) with a
 #               fallback; the answer says whether it is the fallback, and why
-#   /breaker    the breaker's metrics and the state changes this process saw
+#   /breaker    the breaker's metrics and transitions, and the downstream
+#               calls this process made (with their times)
 
 config_number <- function(name) {
   value <- suppressWarnings(as.numeric(Sys.getenv(name)))
@@ -50,19 +51,34 @@ if (identical(breaker_kind, "shared")) {
 }
 breaker <- do.call(circuitbreaker::circuit_breaker, breaker_args)
 
-# The state changes this process saw, with wall-clock times. With a shared
-# breaker a worker may see only some of them (another process may make the
-# change), so run.R takes its counts from the downstream's log and from
-# the metrics, and these are for the record only.
-transition_log <- new.env()
-transition_log$time <- numeric()
-transition_log$from <- character()
-transition_log$to <- character()
-breaker$on("state_change", function(from, to) {
-  transition_log$time <- c(transition_log$time, as.numeric(Sys.time()))
-  transition_log$from <- c(transition_log$from, from)
-  transition_log$to <- c(transition_log$to, to)
-})
+# Every downstream call this process made: when the breaker let it through
+# (`admitted`), when curl returned (`ended`, before the breaker records the
+# outcome), the state it was admitted in and the HTTP status (0: no answer).
+# run.R compares these with the breaker's transitions: a shared breaker
+# cannot take back a call it admitted CLOSED just before another process's
+# failure opened it, and these times show which calls those were. Bounded:
+# calls beyond `max_calls` are counted, not logged.
+max_calls <- 10000L
+call_log <- new.env()
+call_log$n <- 0L
+call_log$dropped <- 0L
+call_log$admitted <- numeric(max_calls)
+call_log$ended <- numeric(max_calls)
+call_log$state <- character(max_calls)
+call_log$status <- integer(max_calls)
+log_call <- function(admitted, state, status) {
+  if (call_log$n >= max_calls) {
+    call_log$dropped <- call_log$dropped + 1L
+    return(invisible(NULL))
+  }
+  i <- call_log$n + 1L
+  call_log$n <- i
+  call_log$admitted[i] <- admitted
+  call_log$ended[i] <- as.numeric(Sys.time())
+  call_log$state[i] <- state
+  call_log$status[i] <- status
+  invisible(NULL)
+}
 
 # A fresh connection per call (the downstream is a different process; no
 # reuse keeps the calls independent) with the demonstration's timeout.
@@ -92,12 +108,19 @@ function() {
   response <- breaker$execute(
     function() {
       called <<- TRUE
+      admitted <- as.numeric(Sys.time())
       # The breaker let this call through: CLOSED, or HALF_OPEN for a probe.
       # Read here, the state is the one the call was admitted in (a probe
       # holds the only half-open slot until it ends), and the downstream
       # logs it with the request.
-      url <- paste0(downstream_url, "?worker=", worker, "&state=", breaker$state)
-      curl::curl_fetch_memory(url, handle = downstream_handle())
+      state <- breaker$state
+      url <- paste0(downstream_url, "?worker=", worker, "&state=", state)
+      response <- tryCatch(curl::curl_fetch_memory(url, handle = downstream_handle()), error = function(e) e)
+      log_call(admitted, state, if (inherits(response, "error")) 0L else as.integer(response$status_code))
+      # The same condition again, so that the breaker classifies it as
+      # curl's own error (a transport failure).
+      if (inherits(response, "error")) stop(response)
+      response
     },
     function() NULL
   )
@@ -109,17 +132,27 @@ function() {
   list(worker = worker, fallback = FALSE, downstream_status = response$status_code)
 }
 
-#* The breaker's metrics and the state changes this process saw.
+#* The breaker's metrics and transitions (the shared ones, for a shared
+#* breaker: every process reads the same log), and this process's calls.
 #* @get /breaker
 #* @serializer unboxedJSON list(digits = NA, na = "null")
 function() {
   metrics <- breaker$metrics()
   metrics <- lapply(metrics, function(x) if (is.numeric(x) && any(!is.finite(x))) NULL else x)
+  # $transitions() gives each transition's age; with `now` (this host's
+  # wall clock, read right after) run.R places them on its own time line.
+  transitions <- breaker$transitions()
+  idx <- seq_len(call_log$n)
   list(
     worker = worker,
     breaker = breaker_kind,
+    now = as.numeric(Sys.time()),
     state = breaker$state,
-    log = list(time = transition_log$time, from = transition_log$from, to = transition_log$to),
+    transitions = list(seq = transitions$seq, seconds_ago = transitions$seconds_ago,
+                       from = transitions$from, to = transitions$to),
+    calls = list(admitted = call_log$admitted[idx], ended = call_log$ended[idx],
+                 state = call_log$state[idx], status = call_log$status[idx]),
+    calls_dropped = call_log$dropped,
     metrics = metrics
   )
 }
