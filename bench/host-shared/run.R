@@ -29,24 +29,38 @@
 #   the call was admitted in (CLOSED, or HALF_OPEN for a probe);
 # * N plumber workers (worker.R), each on its own port, each calling the
 #   downstream through a breaker named "inventory" with a fallback.
-# This process spreads the load over the workers round robin, at a fixed
-# rate (curl's multi interface, at most 4 requests per worker in flight):
-# one second healthy, then `--seconds` of outage. It does so twice, with
-# fresh workers each time: with per-process breakers (store = NULL), then
-# with a host-shared breaker (breaker_store_host() in a new directory,
+# After a few unmeasured calls per worker (a fresh R process is slow at
+# first), this process spreads the load over the workers round robin, at a
+# fixed rate (curl's multi interface, at most 4 requests per worker in
+# flight): one second healthy, then `--seconds` of outage. It does so twice,
+# with fresh workers each time: with per-process breakers (store = NULL),
+# then with a host-shared breaker (breaker_store_host() in a new directory,
 # under /dev/shm when it exists). The shared run needs a circuitbreaker with
 # breaker_store_host(); with an older one it is skipped, and said so.
 #
 # Per run it prints, from the downstream's log (not from the workers' own
 # accounts): the calls that reached the dead downstream, per worker and in
 # total, split into calls admitted CLOSED (the ones that open the breaker)
-# and probes (admitted HALF_OPEN, after an open period); when, counted from
-# the outage's start, each worker made its last CLOSED call (after that it
-# only probes, or stops calling) and when its first request got the "open"
+# and probes (admitted HALF_OPEN, after an open period); and, counted from
+# the outage's start, when each worker's breaker opened (from
+# `$transitions()`: for the shared breaker the same time in every worker),
+# when its last CLOSED call reached the downstream (after that it only
+# probes, or stops calling) and when its first request got the "open"
 # fallback. Then the goal check: the shared breaker's calls against
 # failure_threshold + floor(seconds / recovery_timeout) (an open period lasts
 # at least recovery_timeout, and each ends with one probe), and the
 # per-process calls against N times that.
+#
+# One thing no breaker can do: take back a call it admitted CLOSED. When the
+# shared breaker opens, calls other workers started a moment before are
+# still in flight (at most one per worker: a plumber worker makes one call at
+# a time), and they too reach the dead downstream. From the workers' own
+# logs of their calls (admitted, answered) the report names those calls and
+# gives the check both ways: the strict count, and the count with the calls
+# in flight when it opened. On a quiet machine calls take a few
+# milliseconds and rarely overlap; on a busy one they do more often. It
+# also checks that the shared breaker admitted no CLOSED call after it
+# opened.
 #
 # About 30-40 s with the defaults. It needs circuitbreaker installed, and
 # plumber, webfakes, callr, curl, httpuv, jsonlite and later. Exit status: 0
@@ -460,8 +474,9 @@ run_once <- function(kind, downstream, opts, say) {
   say(sprintf("\n%s: starting %d workers ... ", label(kind), opts$workers))
   t_ready <- now()
   workers <- start_workers(opts$workers, env, procs)
-  say(sprintf("ready in %.1f s (ports %s)\n", now() - t_ready,
-              paste(vapply(workers, function(w) format(w$port), ""), collapse = ", ")))
+  say(sprintf("ready in %.1f s (ports %s)%s\n", now() - t_ready,
+              paste(vapply(workers, function(w) format(w$port), ""), collapse = ", "),
+              if (nzchar(store_dir)) paste0("; store ", store_dir) else ""))
   # Healthy for the warm-up (the run before left it failing), then healthy
   # with an empty log for the run.
   downstream$reset()
