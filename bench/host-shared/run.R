@@ -671,8 +671,9 @@ report_goal <- function(results, opts) {
   shared <- results[["shared"]]
   bound <- per$per_breaker_bound
   cat(sprintf(paste0("\nGoal: over a %s s outage an open period lasts at least %s s, so one breaker sends\n",
-                     "failure_threshold + at most %d probes = %d calls\n"),
-              format(opts$seconds), format(opts$recovery_timeout), per$max_probes, bound))
+                     "failure_threshold + at most %d probe%s = %d calls\n"),
+              format(opts$seconds), format(opts$recovery_timeout), per$max_probes,
+              if (per$max_probes == 1) "" else "s", bound))
   cat(sprintf("  per-process: %d calls reached the dead downstream (%d closed + %d probes); %d breakers x %d = %d\n",
               per$total, per$closed_calls, per$probes, n, bound, n * bound))
   if (is.null(shared)) {
