@@ -80,8 +80,8 @@ log_call <- function(admitted, state, status) {
   invisible(NULL)
 }
 
-# A fresh connection per call (the downstream is a different process; no
-# reuse keeps the calls independent) with the demonstration's timeout.
+# A fresh connection per call, with the demonstration's timeout: no call
+# waits for, or is counted with, another one on a kept-alive connection.
 downstream_handle <- function() {
   timeout_ms <- max(1, round(downstream_timeout * 1000))
   handle <- curl::new_handle(timeout_ms = timeout_ms, connecttimeout_ms = timeout_ms, forbid_reuse = TRUE)
@@ -111,8 +111,9 @@ function() {
       admitted <- as.numeric(Sys.time())
       # The breaker let this call through: CLOSED, or HALF_OPEN for a probe.
       # Read here, the state is the one the call was admitted in (a probe
-      # holds the only half-open slot until it ends), and the downstream
-      # logs it with the request.
+      # holds the only half-open slot until it ends), or, for a shared
+      # breaker, OPEN when another worker's failure opened it a moment after
+      # it admitted this call. The downstream logs it with the request.
       state <- breaker$state
       url <- paste0(downstream_url, "?worker=", worker, "&state=", state)
       response <- tryCatch(curl::curl_fetch_memory(url, handle = downstream_handle()), error = function(e) e)
