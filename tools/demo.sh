@@ -13,8 +13,9 @@
 #   and once with one breaker shared by the host (breaker_store_host()).
 #   Prints, from the downstream's own log, the calls that reached it (per
 #   worker, opening calls and probes) and when each worker stopped calling:
-#   per-process breakers send about four times failure_threshold plus one
-#   probe per open period, the shared one that count once. About 30-40 s.
+#   per-process breakers send four times failure_threshold plus one probe
+#   per open period, the shared one that count once (plus any call another
+#   worker had in flight when it opened). About 30-40 s.
 #   Options (--workers, --seconds, --quiet, ...): Rscript
 #   bench/host-shared/run.R --help.
 # (A shorter story, without a network: vignette("getting-started", package =
