@@ -577,10 +577,17 @@ analyse <- function(kind, run, log, breakers, opts) {
   in_flight <- failed_closed[!is.na(opened_at) & failed_closed$admitted < opened_at &
                                failed_closed$ended > opened_at, , drop = FALSE]
   admitted_after <- sum(!is.na(opened_at) & failed_closed$admitted > opened_at)
-  # Successes recorded after the outage began (calls that reached the
-  # downstream just before the switch): each resets the count of
-  # consecutive failures.
-  late_successes <- sum(calls$status == 200L & calls$ended > 0)
+  # Successes recorded after the breaker's first failure of the outage
+  # (calls that reached the downstream just before it failed, answered
+  # late): each resets the count of consecutive failures, so the breaker
+  # needs failure_threshold more. With a per-process breaker a worker's
+  # calls are one after the other, so only a shared breaker can see this.
+  breaker_of_call <- if (identical(kind, "shared")) rep(1L, nrow(calls)) else calls$worker
+  late_successes <- sum(vapply(split(calls, breaker_of_call), function(cw) {
+    f <- cw$ended[cw$status == 0L | cw$status >= 500L]
+    if (!length(f)) return(0L)
+    sum(cw$status == 200L & cw$ended > min(f))
+  }, integer(1)))
   # An open period lasts at least recovery_timeout and ends with one probe,
   # so over the outage one breaker sends at most this many probes.
   max_probes <- floor(opts$seconds / opts$recovery_timeout)
@@ -656,7 +663,8 @@ report_run <- function(res, opts) {
   notes <- c(
     if (res$admitted_after) sprintf("%d calls admitted CLOSED after the breaker opened", res$admitted_after),
     if (res$late_successes) {
-      sprintf("%d successes recorded after the outage began (each resets the failure count)", res$late_successes)
+      sprintf("%d success%s recorded after the breaker's first failure (each resets the failure count)",
+              res$late_successes, if (res$late_successes == 1L) "" else "es")
     },
     if (res$untagged) sprintf("%d calls without a worker number", res$untagged),
     if (res$dropped) sprintf("%d calls beyond the logs", res$dropped),
