@@ -15,7 +15,7 @@
 #   worker, opening calls and probes) and when each worker stopped calling:
 #   per-process breakers send four times failure_threshold plus one probe
 #   per open period, the shared one that count once (plus any call another
-#   worker had in flight when it opened). About 30-40 s.
+#   worker had in flight when it opened). About 30 s.
 #   Options (--workers, --seconds, --quiet, ...): Rscript
 #   bench/host-shared/run.R --help.
 # (A shorter story, without a network: vignette("getting-started", package =

@@ -62,7 +62,7 @@
 # also checks that the shared breaker admitted no CLOSED call after it
 # opened.
 #
-# About 30-40 s with the defaults. It needs circuitbreaker installed, and
+# About 30 s with the defaults (two runs of 9 s, plus starting the workers). It needs circuitbreaker installed, and
 # plumber, webfakes, callr, curl, httpuv, jsonlite and later. Exit status: 0
 # when the run completed (whether or not the goal was met), 2 for a bad
 # option, 1 for any other error. Every process it started and the store's
