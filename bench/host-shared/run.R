@@ -62,11 +62,12 @@
 # also checks that the shared breaker admitted no CLOSED call after it
 # opened.
 #
-# About 30 s with the defaults (two runs of 9 s, plus starting the workers). It needs circuitbreaker installed, and
-# plumber, webfakes, callr, curl, httpuv, jsonlite and later. Exit status: 0
-# when the run completed (whether or not the goal was met), 2 for a bad
-# option, 1 for any other error. Every process it started and the store's
-# directory are removed on the way out, also on an error or an interrupt.
+# About 30 s with the defaults (two runs of 9 s, plus starting the
+# workers). It needs circuitbreaker installed, and plumber, webfakes, callr,
+# curl, httpuv, jsonlite and later. Exit status: 0 when the run completed
+# (whether or not the goal was met), 2 for a bad option, 1 for any other
+# error. Every process it started and the store's directory are removed on
+# the way out, also on an error or an interrupt.
 
 spec <- list(
   workers = list(env = "HOST_SHARED_WORKERS", flag = FALSE, min = 4, max = 16, whole = TRUE),
