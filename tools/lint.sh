@@ -9,7 +9,7 @@
 #                                 then check (lintr has no fixer: R lints are only reported)
 #
 # R: lintr with the project's .lintr, on R/ (without the generated
-# R/RcppExports.R), tests/testthat/, bench/ and any R scripts in tools/.
+# R/RcppExports.R), tests/testthat/, bench/ (and its folders) and any R scripts in tools/.
 # The .lintr keeps lintr's default linters with three changes:
 #   - line_length_linter(120): the code base's width (R/ has 4 longer lines, ~140 above 100);
 #   - object_name_linter also accepts CamelCase (R6 class generators such as
@@ -119,7 +119,7 @@ fi
 package_files=()
 while IFS= read -r f; do
   [ -z "$f" ] || [ "$f" = R/RcppExports.R ] || package_files+=("$f")
-done < <(selected R/*.R bench/*.R tools/*.R)
+done < <(selected R/*.R bench/*.R bench/*/*.R tools/*.R)
 test_files=()
 while IFS= read -r f; do
   [ -z "$f" ] || test_files+=("$f")

@@ -126,6 +126,7 @@
 # separates the cost of probing from the cost of answering with the
 # fallback.
 #
+# nolint start: commented_code_linter. (documentation, in the style of roxygen)
 # ## Arguments of avalanche_demo()
 #
 # phase_seconds Seconds of each phase: four positive numbers named
@@ -193,6 +194,7 @@
 #   concurrency = 4, downstream_timeout = 0.5, recovery_timeout = 1,
 #   plot_file = tempfile(fileext = ".png"), quiet = TRUE
 # )
+# nolint end
 avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
                                              failing = 20, recovered = 25),
                            concurrency = 8, downstream_timeout = 1,
@@ -375,7 +377,7 @@ avalanche_check_packages <- function(call) {
   needed <- c("plumber", "webfakes", "callr", "curl", "httpuv", "jsonlite", "later", "promises")
   missing <- needed[!vapply(needed, requireNamespace, logical(1), quietly = TRUE)]
   if (length(missing)) {
-    install <- paste0("install.packages(", paste(deparse(missing), collapse = ""), ")")
+    install <- paste0("install.packages(", paste(deparse(missing), collapse = ""), ")")  # nolint: object_usage_linter.
     cli::cli_abort(
       c("{.fn avalanche_demo} needs the {.pkg {missing}} package{?s}, which {?is/are} not installed.",
         i = "Install {cli::qty(length(missing))}{?it/them} with {.code {install}}."),
@@ -1070,7 +1072,8 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
       cat(sprintf("    %-8s %s;\n             %s fallback answers %s\n", name, how, path,
                   pct(val("fallback_share"))))
       if (is.na(val("req_per_s")) || is.na(val("trivial_req_per_s"))) {
-        cat(sprintf("             %s or /trivial had no turn after the breaker opened (the phase is too\n             short to compare)\n", path))
+        cat(sprintf(paste0("             %s or /trivial had no turn after the breaker opened (the phase is too\n",
+                           "             short to compare)\n"), path))
         next
       }
       cat(sprintf("             req/s: %.1f vs /trivial %.1f = %.1f%% (target >= 90%%): %s\n",
