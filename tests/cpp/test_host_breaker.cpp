@@ -1,0 +1,1108 @@
+// The host store (host_breaker.hpp): a breaker every process on a host shares
+// through a segment file, with admission that takes no lock, rejections
+// counted later (pending), and probes of dead processes freed at once.
+//
+// Real processes throughout (fork): the properties are about processes,
+// their deaths and their pids. Times are fake (explicit Nanos) unless a test
+// says otherwise: the breaker never reads a clock, and fixed times make the
+// expectations exact. Every test is bounded: children are waited for with a
+// deadline (SIGKILLed when they overrun it, and by a ChildReaper when a
+// REQUIRE fails half-way), loops have fixed counts, files live in a fresh
+// temporary directory removed at the end.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <circuitbreaker/circuitbreaker.hpp>
+#include <circuitbreaker/host_breaker.hpp>
+#include <circuitbreaker/segment.hpp>
+
+#include "process_test_support.hpp"
+
+#include <csignal>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cb = circuitbreaker;
+using cbproc::ChildReaper;
+using cbproc::exited_ok;
+using cbproc::SharedAnon;
+using cbproc::spawn;
+using cbproc::TempDir;
+using cbproc::wait_child;
+using cbproc::was_killed;
+
+namespace {
+
+constexpr cb::Nanos kS = cb::kNanosPerSecond;
+constexpr cb::Nanos kMs = 1000000;
+const auto kChildTimeout = std::chrono::seconds(60);
+
+cb::Config host_config() {
+  cb::Config c;
+  c.failure_threshold = 3;
+  c.recovery_timeout = 30;
+  c.rng_seed = 7;
+  return c;
+}
+
+// A breaker that opens on its first failure and probes one call at a time.
+cb::Config one_probe_config(double recovery_seconds) {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = recovery_seconds;
+  c.half_open_max_calls = 1;
+  c.rng_seed = 11;
+  return c;
+}
+
+// Opens (or creates) `path`; for the parent, where Catch may check.
+void open_ok(cb::HostBreaker& hb, const std::string& path, const cb::Config& c,
+             cb::Nanos now) {
+  const cb::HostBreaker::OpenResult r = hb.open(path, c, now);
+  INFO("open(" << path << "): status " << static_cast<int>(r.status) << " ("
+               << cb::segment_status_message(r.status) << "), errno " << r.error);
+  REQUIRE(r.ok());
+  REQUIRE(hb.is_open());
+  REQUIRE(hb.healthy());
+}
+
+// A child attaches on its own (its own mapping, at its own address).
+bool child_attach(cb::HostBreaker& hb, const std::string& path, const cb::Config& c,
+                  cb::Nanos now) {
+  const cb::HostBreaker::OpenResult r = hb.open(path, c, now);
+  return r.ok() && r.status == cb::SegmentStatus::Attached && hb.healthy();
+}
+
+// A raw second mapping of a segment file, to look at (and damage) the bytes.
+cb::Segment& raw_view(cb::SegmentMapping& m, const std::string& path) {
+  REQUIRE(m.open_file(path.c_str(), sizeof(cb::Segment), false) == 0);
+  REQUIRE(m.size() >= sizeof(cb::Segment));
+  return *m.segment();
+}
+
+const cb::SegmentSlot& committed_slot(const cb::Segment& seg) {
+  return seg.slots[seg.control.committed.load() & 1u];
+}
+
+// Trips `hb` (failure_threshold must be reached by `failures` failures at `at`).
+void trip(cb::HostBreaker& hb, cb::Nanos at, int failures = 1) {
+  for (int i = 0; i < failures; ++i) {
+    const cb::Admission a = hb.acquire(at);
+    REQUIRE(a.permitted);
+    hb.record(a.permit, cb::Outcome::Failure, at);
+  }
+  REQUIRE(hb.snapshot(at).state == cb::State::Open);
+}
+
+std::uint64_t history_rejected(cb::HostBreaker& hb, cb::Nanos now) {
+  cb::ActivityBucket buf[cb::kHistoryBuckets];
+  const std::size_t n = hb.history(now, buf);
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += buf[i].rejected;
+  return sum;
+}
+
+// Waits (bounded) until `pred` holds; whether it did.
+template <typename Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+// Blocks until `pid` has died, without reaping it (it stays a zombie).
+bool wait_dead_unreaped(pid_t pid) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) == 0 &&
+         info.si_pid == pid;
+}
+
+// A child's stand-in for "hold the probe and do nothing": sleeps until
+// killed, at most `limit`.
+int sleep_until_killed(std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return 9;  // never killed: the parent reports it
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Lock-free admission
+
+TEST_CASE("lock-free admission commits nothing and writes only fast_rejected", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("lockfree");
+  cb::HostBreaker hb;
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  constexpr std::size_t kFastOffset = offsetof(cb::Segment, fast_rejected);
+  std::vector<unsigned char> before(sizeof(cb::Segment));
+  auto take = [&]() { std::memcpy(before.data(), &seg, sizeof(cb::Segment)); };
+  // The segment's bytes now equal `before`, but for fast_rejected, which
+  // must read `fast`.
+  auto unchanged_but_fast = [&](std::uint64_t fast) {
+    std::vector<unsigned char> expect = before;
+    std::memcpy(expect.data() + kFastOffset, &fast, sizeof fast);
+    return std::memcmp(expect.data(), &seg, sizeof(cb::Segment)) == 0;
+  };
+
+  // CLOSED: permits, nothing written at all.
+  const std::uint64_t gen = hb.snapshot(0).generation;
+  take();
+  const std::uint64_t commits0 = hb.commits();
+  for (int i = 1; i <= 1000; ++i) {
+    const cb::Admission a = hb.acquire(i);
+    REQUIRE(a.permitted);
+    CHECK(a.permit.kind == cb::PermitKind::Counted);
+    CHECK(a.permit.generation == gen);
+    CHECK(a.permit.started_at == i);
+  }
+  CHECK(hb.commits() == commits0);
+  CHECK(std::memcmp(before.data(), &seg, sizeof(cb::Segment)) == 0);
+
+  // OPEN (before the open period ends): rejections, one atomic add each.
+  trip(hb, 1 * kS, 3);
+  const cb::Nanos opened = 1 * kS;
+  const cb::Nanos until = opened + 30 * kS;
+  take();
+  const std::uint64_t commits1 = hb.commits();
+  const std::uint64_t fast0 = seg.fast_rejected.load();
+  CHECK(fast0 == 0);
+  constexpr int kRejections = 1000;
+  for (int i = 0; i < kRejections; ++i) {
+    const cb::Nanos now = opened + i * kMs;
+    const cb::Admission a = hb.acquire(now);
+    REQUIRE_FALSE(a.permitted);
+    CHECK(a.rejection == cb::Rejection::Open);
+    CHECK(a.state == cb::State::Open);
+    CHECK(a.retry_after == until - now);
+  }
+  // Exactly at the end of the open period: still rejected ("more than").
+  REQUIRE_FALSE(hb.acquire(until).permitted);
+  CHECK(hb.commits() == commits1);
+  CHECK(seg.fast_rejected.load() == kRejections + 1);
+  CHECK(unchanged_but_fast(kRejections + 1));
+
+  // The pending rejections show in snapshots (which commit nothing) and are
+  // folded into the totals and the history by the next locked operation.
+  CHECK(hb.snapshot(until).totals.rejected == kRejections + 1);
+  CHECK(committed_slot(seg).state.totals.rejected == 0);
+  CHECK(hb.commits() == commits1);
+  CHECK(history_rejected(hb, until) == kRejections + 1);
+  CHECK(hb.commits() == commits1 + 1);
+  CHECK(committed_slot(seg).state.totals.rejected == kRejections + 1);
+  CHECK(committed_slot(seg).rejections_folded == kRejections + 1);
+  CHECK(hb.snapshot(until).totals.rejected == kRejections + 1);  // not twice
+  CHECK(history_rejected(hb, until) == kRejections + 1);
+  CHECK(hb.commits() == commits1 + 1);  // nothing left to fold: no commit
+
+  // FORCED_OPEN: lock-free rejections with retry_after kNever.
+  hb.force_open(until);
+  take();
+  const std::uint64_t commits2 = hb.commits();
+  for (int i = 0; i < 10; ++i) {
+    const cb::Admission a = hb.acquire(until + i);
+    REQUIRE_FALSE(a.permitted);
+    CHECK(a.rejection == cb::Rejection::ForcedOpen);
+    CHECK(a.retry_after == cb::kNever);
+  }
+  CHECK(hb.commits() == commits2);
+  CHECK(unchanged_but_fast(kRejections + 11));
+
+  // DISABLED: pass-through permits, nothing written.
+  hb.disable(until + 20);
+  take();
+  const std::uint64_t commits3 = hb.commits();
+  for (int i = 0; i < 10; ++i) {
+    const cb::Admission a = hb.acquire(until + 30 + i);
+    REQUIRE(a.permitted);
+    CHECK(a.permit.kind == cb::PermitKind::PassThrough);
+  }
+  CHECK(hb.commits() == commits3);
+  CHECK(std::memcmp(before.data(), &seg, sizeof(cb::Segment)) == 0);
+  CHECK(hb.snapshot(until + 50).totals.rejected == kRejections + 11);
+}
+
+TEST_CASE("admission takes the lock where it must write", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  cb::Config c = host_config();
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  c.half_open_max_calls = 2;
+  c.ramp_up = 10;
+  cb::HostBreaker hb;
+  open_ok(hb, dir.file("locked"), c, 0);
+  trip(hb, 1 * kS);
+
+  // The end of the open period: a transition, a probe.
+  std::uint64_t commits = hb.commits();
+  const cb::Admission p1 = hb.acquire(2 * kS + 1);
+  REQUIRE(p1.permitted);
+  CHECK(p1.permit.kind == cb::PermitKind::Probe);
+  CHECK(hb.commits() == commits + 1);
+  // HALF_OPEN: every admission is decided under the lock.
+  commits = hb.commits();
+  const cb::Admission p2 = hb.acquire(2 * kS + 2);
+  REQUIRE(p2.permitted);
+  const cb::Admission full = hb.acquire(2 * kS + 3);
+  CHECK_FALSE(full.permitted);
+  CHECK(full.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(hb.commits() >= commits + 2);
+  CHECK(hb.snapshot(2 * kS + 3).totals.rejected == 1);
+  // Two successes close, ramping up: admission under the lock again.
+  hb.record(p1.permit, cb::Outcome::Success, 2 * kS + 4);
+  hb.record(p2.permit, cb::Outcome::Success, 2 * kS + 5);
+  REQUIRE(hb.snapshot(2 * kS + 5).state == cb::State::Closed);
+  commits = hb.commits();
+  (void)hb.acquire(3 * kS);
+  CHECK(hb.commits() == commits + 1);  // the ramp's credit is state
+}
+
+TEST_CASE("lock-free rejections from four processes are counted exactly", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("rejections");
+  cb::Config c = one_probe_config(1e6);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+  const std::uint64_t commits = hb.commits();
+
+  constexpr int kProcs = 4;
+  constexpr int kEach = 25000;
+  struct Board {
+    std::atomic<std::uint64_t> rejected[kProcs];
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  ChildReaper children;
+  for (int i = 0; i < kProcs; ++i) {
+    children.add(spawn([&, i]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 2 * kS)) return 2;
+      const std::uint64_t seen = mine.commits();
+      for (int k = 0; k < kEach; ++k) {
+        const cb::Admission a = mine.acquire(2 * kS + i * kEach + k);
+        if (a.permitted || a.rejection != cb::Rejection::Open) return 3;
+        board->rejected[i].fetch_add(1);
+      }
+      // Nobody committed meanwhile: every rejection was lock-free.
+      return mine.commits() == seen ? 0 : 4;
+    }));
+  }
+  for (int status : children.wait_all(kChildTimeout)) CHECK(exited_ok(status));
+
+  std::uint64_t reported = 0;
+  for (auto& r : board->rejected) reported += r.load();
+  CHECK(reported == std::uint64_t{kProcs} * kEach);
+  CHECK(hb.commits() == commits);
+  const cb::Nanos now = 3 * kS;
+  CHECK(hb.snapshot(now).totals.rejected == reported);
+  CHECK(history_rejected(hb, now) == reported);
+  CHECK(hb.commits() == commits + 1);
+  CHECK(hb.snapshot(now).totals.rejected == reported);
+  CHECK(history_rejected(hb, now) == reported);
+}
+
+namespace {
+
+// A store that runs the real state machine on a segment and SIGKILLs its
+// process inside the critical section when it unlocks: stage 0 before the
+// commit (the working copy, with the pending rejections taken, is lost),
+// stage 1 after the commit, still holding the mutex.
+class DyingLock {
+ public:
+  void lock() noexcept { inner->lock(); }
+  void unlock() noexcept {
+    if (stage == 0) std::raise(SIGKILL);
+    inner->segment().commit();
+    std::raise(SIGKILL);
+  }
+  cb::SegmentLock* inner = nullptr;
+  int stage = 0;
+};
+
+class DyingStore {
+ public:
+  using Lock = DyingLock;
+  DyingStore(cb::Segment& s, int stage) : inner_(s) { lock_.stage = stage; }
+  cb::BreakerState& state() noexcept { return inner_.state(); }
+  const cb::BreakerState& state() const noexcept { return std::as_const(inner_).state(); }
+  // Set on every call: BasicBreaker holds a copy of the store.
+  DyingLock& lock() const noexcept {
+    lock_.inner = &inner_.lock();
+    return lock_;
+  }
+  std::uint64_t pending_rejections() const noexcept {
+    return inner_.pending_rejections();
+  }
+  std::uint64_t take_pending_rejections() noexcept {
+    return inner_.take_pending_rejections();
+  }
+
+ private:
+  mutable cb::SegmentStore inner_;
+  mutable DyingLock lock_;
+};
+
+}  // namespace
+
+TEST_CASE("pending rejections are counted once when the folding process dies", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("fold");
+  const cb::Config c = one_probe_config(1e6);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  constexpr std::uint64_t kPending = 500;
+  for (std::uint64_t i = 0; i < kPending; ++i) {
+    REQUIRE_FALSE(hb.acquire(2 * kS + static_cast<cb::Nanos>(i)).permitted);
+  }
+  REQUIRE(seg.fast_rejected.load() == kPending);
+
+  const int stage = GENERATE(0, 1);
+  CAPTURE(stage);
+  const pid_t pid = spawn([&]() {
+    cb::SegmentMapping m;
+    if (m.open_file(path.c_str(), sizeof(cb::Segment), false) != 0) return 2;
+    if (cb::init_or_attach(m.data(), m.size(), c, cb::make_settings(c), 0, ::getpid()) !=
+        cb::SegmentStatus::Attached) {
+      return 3;
+    }
+    cb::BasicBreaker<DyingStore> b(cb::BasicBreaker<DyingStore>::Attach{},
+                                   DyingStore(*m.segment(), stage), cb::make_settings(c));
+    b.absorb_pending_rejections(3 * kS);  // takes them, then dies unlocking
+    return 4;
+  });
+  REQUIRE(pid > 0);
+  REQUIRE(was_killed(wait_child(pid, kChildTimeout)));
+
+  // Before anyone recovers the mutex: the committed slot is the one the
+  // stage left (the fold lost, or committed).
+  CHECK(committed_slot(seg).rejections_folded == (stage == 0 ? 0 : kPending));
+  CHECK(committed_slot(seg).state.totals.rejected == (stage == 0 ? 0 : kPending));
+
+  const std::uint64_t recoveries = seg.control.recoveries;
+  CHECK(hb.snapshot(4 * kS).totals.rejected == kPending);
+  CHECK(seg.control.recoveries == recoveries + 1);
+  CHECK(history_rejected(hb, 4 * kS) == kPending);
+  CHECK(committed_slot(seg).rejections_folded == kPending);
+  CHECK(committed_slot(seg).state.totals.rejected == kPending);
+  CHECK(hb.snapshot(4 * kS).totals.rejected == kPending);
+  CHECK(hb.healthy());
+}
+
+TEST_CASE("processes killed at random while rejecting and folding lose no rejection",
+          "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("random-kill");
+  const cb::Config c = one_probe_config(1e6);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+
+  // Per child: calls started and calls whose rejection came back. A child is
+  // killed at a random instruction, so one call per killed child may be in
+  // flight: counted or not, unknowable from outside. What is exact: every
+  // rejection that came back is counted, none is counted twice, and the
+  // calls in flight bound the rest:
+  //   sum(done) <= totals.rejected <= sum(attempted).
+  constexpr int kProcs = 4;
+  constexpr int kRounds = 6;
+  constexpr std::uint64_t kMaxCalls = 3000000;  // bounds a child never killed
+  struct Board {
+    std::atomic<std::uint64_t> attempted[kProcs];
+    std::atomic<std::uint64_t> done[kProcs];
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<int> pause_us(0, 2500);
+  std::uint64_t attempted = 0, done = 0, in_flight_bound = 0;
+  int killed = 0;
+  const cb::Nanos base = 10 * kS;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < kProcs; ++i) {
+      board->attempted[i].store(0);
+      board->done[i].store(0);
+    }
+    ChildReaper children;
+    std::vector<pid_t> pids;
+    for (int i = 0; i < kProcs; ++i) {
+      const pid_t pid = spawn([&, i]() {
+        cb::HostBreaker mine;
+        if (!child_attach(mine, path, c, base)) return 2;
+        cb::ActivityBucket buf[cb::kHistoryBuckets];
+        for (std::uint64_t k = 0; k < kMaxCalls; ++k) {
+          const cb::Nanos now = base + static_cast<cb::Nanos>(k) * 1000;
+          board->attempted[i].fetch_add(1);
+          const cb::Admission a = mine.acquire(now);
+          if (a.permitted) return 3;
+          board->done[i].fetch_add(1);
+          // Locked operations that fold the pending rejections in.
+          if (k % 7 == 3) mine.note(cb::Outcome::Failure, now);  // stays OPEN
+          if (k % 13 == 5) (void)mine.history(now, buf);
+        }
+        return 0;
+      });
+      REQUIRE(pid > 0);
+      children.add(pid);
+      pids.push_back(pid);
+    }
+    REQUIRE(wait_until([&]() {
+      for (auto& a : board->attempted) {
+        if (a.load() == 0) return false;
+      }
+      return true;
+    }));
+    for (pid_t pid : pids) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us(rng)));
+      ::kill(pid, SIGKILL);
+    }
+    for (int status : children.wait_all(kChildTimeout)) {
+      if (was_killed(status)) ++killed;
+    }
+    for (int i = 0; i < kProcs; ++i) {
+      attempted += board->attempted[i].load();
+      done += board->done[i].load();
+      CHECK(board->attempted[i].load() - board->done[i].load() <= 1);
+    }
+    in_flight_bound += kProcs;
+
+    const cb::Snapshot snap = hb.snapshot(base + 5 * kS);
+    CAPTURE(round, attempted, done, snap.totals.rejected);
+    CHECK(snap.totals.rejected >= done);
+    CHECK(snap.totals.rejected <= attempted);
+    CHECK(attempted - done <= in_flight_bound);
+    CHECK(snap.state == cb::State::Open);
+    CHECK(seg.control.seq.load() % 2 == 0);
+    CHECK(committed_slot(seg).rejections_folded <= seg.fast_rejected.load());
+  }
+  CHECK(killed == kProcs * kRounds);
+
+  // Folded: the totals, the history and the fold mark agree.
+  const cb::Nanos end = base + 10 * kS;
+  const std::uint64_t total = hb.snapshot(end).totals.rejected;
+  CHECK(history_rejected(hb, end) == total);
+  CHECK(committed_slot(seg).rejections_folded == seg.fast_rejected.load());
+  CHECK(hb.snapshot(end).totals.rejected == total);
+  CHECK(total >= done);
+  CHECK(total <= attempted);
+  CHECK(hb.healthy());
+  INFO("recoveries: " << seg.control.recoveries << ", rejections " << total << " (done "
+                      << done << ", attempted " << attempted << ")");
+  CHECK(seg.control.recoveries <= static_cast<std::uint64_t>(killed));
+}
+
+// ---------------------------------------------------------------------------
+// Probes of dead processes
+
+TEST_CASE("process_gone: self, a zombie, a reaped child, a stopped child", "[host]") {
+  CHECK_FALSE(cb::process_gone(static_cast<std::uint32_t>(::getpid())));
+  CHECK_FALSE(cb::process_gone(static_cast<std::uint32_t>(::getppid())));
+
+  const pid_t pid = spawn([]() { return sleep_until_killed(std::chrono::seconds(30)); });
+  REQUIRE(pid > 0);
+  ChildReaper reaper;
+  reaper.add(pid);
+  const auto id = static_cast<std::uint32_t>(pid);
+  CHECK_FALSE(cb::process_gone(id));
+
+  // Stopped: alive (it may be continued).
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+  REQUIRE(WIFSTOPPED(status));
+  CHECK_FALSE(cb::process_gone(id));
+
+  // Killed, not yet reaped: a zombie, gone.
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  REQUIRE(wait_dead_unreaped(pid));
+  CHECK(cb::process_gone(id));
+
+  // Reaped: no such process.
+  reaper.kill_all();
+  CHECK(cb::process_gone(id));
+}
+
+TEST_CASE("a probe held by a killed process is freed at once", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("dead-probe");
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  REQUIRE(hb.tracks_owners());
+  trip(hb, 1 * kS);
+
+  struct Board {
+    std::atomic<int> have_probe;  // 1: taken; -1: the child failed
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  const pid_t pid = spawn([&]() {
+    cb::HostBreaker mine;
+    if (!child_attach(mine, path, c, 3 * kS)) return 2;
+    // A synchronous probe: no deadline (probe_lease kNever), so only the
+    // owner's death can free it.
+    const cb::Admission a = mine.acquire(3 * kS);
+    if (!a.permitted || a.permit.kind != cb::PermitKind::Probe) {
+      board->have_probe.store(-1);
+      return 3;
+    }
+    board->have_probe.store(1);
+    return sleep_until_killed(std::chrono::seconds(30));
+  });
+  REQUIRE(pid > 0);
+  ChildReaper reaper;
+  reaper.add(pid);
+  REQUIRE(wait_until([&]() { return board->have_probe.load() != 0; }));
+  REQUIRE(board->have_probe.load() == 1);
+
+  // While the owner lives, half-open is full, with no known wait.
+  const cb::Admission full = hb.acquire(4 * kS);
+  CHECK_FALSE(full.permitted);
+  CHECK(full.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(full.retry_after == cb::kUnknownWait);
+  const cb::Snapshot held = hb.snapshot(4 * kS);
+  CHECK(held.state == cb::State::HalfOpen);
+  CHECK(held.probes_in_flight == 1);
+
+  const bool reap = GENERATE(true, false);
+  CAPTURE(reap);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  if (reap) {
+    reaper.kill_all();  // reaped: no such process
+  } else {
+    REQUIRE(wait_dead_unreaped(pid));  // a zombie until the end of the test
+  }
+
+  // The next call probes at once; the dead probe counts as released.
+  const cb::Admission next = hb.acquire(5 * kS);
+  REQUIRE(next.permitted);
+  CHECK(next.permit.kind == cb::PermitKind::Probe);
+  const cb::Snapshot after = hb.snapshot(5 * kS);
+  CHECK(after.state == cb::State::HalfOpen);
+  CHECK(after.probes_in_flight == 1);
+  CHECK(after.totals.released == held.totals.released + 1);
+  CHECK(after.totals.expired == 0);
+  hb.record(next.permit, cb::Outcome::Success, 6 * kS);
+  CHECK(hb.snapshot(6 * kS).state == cb::State::Closed);
+}
+
+TEST_CASE("a stopped process keeps its probe", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("stopped-probe");
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+  SharedAnon<std::atomic<int>> have;
+  REQUIRE(have.get() != nullptr);
+  const pid_t pid = spawn([&]() {
+    cb::HostBreaker mine;
+    if (!child_attach(mine, path, c, 3 * kS)) return 2;
+    if (!mine.acquire(3 * kS).permitted) return 3;
+    have->store(1);
+    return sleep_until_killed(std::chrono::seconds(30));
+  });
+  REQUIRE(pid > 0);
+  ChildReaper reaper;
+  reaper.add(pid);
+  REQUIRE(wait_until([&]() { return have->load() == 1; }));
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+  const cb::Admission a = hb.acquire(4 * kS);
+  CHECK_FALSE(a.permitted);
+  CHECK(a.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(hb.snapshot(4 * kS).totals.released == 0);
+  reaper.kill_all();
+  CHECK(hb.acquire(5 * kS).permitted);
+}
+
+TEST_CASE("racing processes get exactly half_open_max_calls probes", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const int max_calls = GENERATE(1, 3);
+  CAPTURE(max_calls);
+  const std::string path = dir.file("race" + std::to_string(max_calls));
+  cb::Config c = one_probe_config(1);
+  c.half_open_max_calls = max_calls;
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+
+  constexpr int kProcs = 8;
+  struct Board {
+    std::atomic<int> ready, go, done;
+    std::atomic<int> result[kProcs];  // 1 probe, 2 rejected half_open_full, else error
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  ChildReaper children;
+  for (int i = 0; i < kProcs; ++i) {
+    children.add(spawn([&, i]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 2 * kS)) return 2;
+      board->ready.fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (board->go.load() == 0 && std::chrono::steady_clock::now() < until) {
+      }
+      // Past the open period, all at the same time.
+      const cb::Admission a = mine.acquire(2 * kS + 1);
+      int r = 9;
+      if (a.permitted && a.permit.kind == cb::PermitKind::Probe) r = 1;
+      if (!a.permitted && a.rejection == cb::Rejection::HalfOpenFull) r = 2;
+      board->result[i].store(r);
+      board->done.fetch_add(1);
+      // Hold the probe until everyone has tried: a probe owner that exits
+      // early is a dead owner, whose slot the next caller may take.
+      while (board->done.load() < kProcs && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      return 0;
+    }));
+  }
+  REQUIRE(wait_until([&]() { return board->ready.load() == kProcs; }));
+  board->go.store(1);
+  for (int status : children.wait_all(kChildTimeout)) CHECK(exited_ok(status));
+
+  int probes = 0, rejected = 0;
+  for (auto& r : board->result) {
+    const int v = r.load();
+    if (v == 1) ++probes;
+    if (v == 2) ++rejected;
+  }
+  CHECK(probes == max_calls);
+  CHECK(rejected == kProcs - max_calls);
+  const cb::Snapshot s = hb.snapshot(3 * kS);
+  CHECK(s.state == cb::State::HalfOpen);
+  CHECK(s.probes_in_flight == static_cast<std::uint32_t>(max_calls));
+  CHECK(s.totals.rejected == static_cast<std::uint64_t>(kProcs - max_calls));
+  CHECK(s.totals.times_opened == 1);
+
+  // Every probe owner has exited (and been reaped): the next caller frees
+  // their slots and probes.
+  const cb::Admission a = hb.acquire(3 * kS);
+  REQUIRE(a.permitted);
+  CHECK(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Snapshot after = hb.snapshot(3 * kS);
+  CHECK(after.totals.released == static_cast<std::uint64_t>(max_calls));
+  CHECK(after.probes_in_flight == 1);
+}
+
+TEST_CASE("failures spread over four processes trip the breaker for all", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  // By consecutive failures (2 each), or by the failure rate of a count
+  // window (5 calls each: 3 failures, 2 successes; 12 of 20 at the 20th).
+  const bool by_rate = GENERATE(false, true);
+  CAPTURE(by_rate);
+  const std::string path = dir.file(by_rate ? "trip-rate" : "trip-count");
+  cb::Config c = host_config();
+  c.recovery_timeout = 60;
+  int calls_each = 2;
+  if (by_rate) {
+    c.failure_threshold = std::numeric_limits<double>::infinity();
+    c.failure_rate_threshold = 0.5;
+    c.window_size = 20;
+    c.minimum_calls = 20;
+    calls_each = 5;
+  } else {
+    c.failure_threshold = 8;
+  }
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+
+  constexpr int kProcs = 4;
+  struct Board {
+    std::atomic<int> ready, go, done;
+    std::atomic<int> result[kProcs];  // 1: rejected as OPEN, lock-free; else an error
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  ChildReaper children;
+  for (int i = 0; i < kProcs; ++i) {
+    children.add(spawn([&, i]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 1 * kS)) return 2;
+      board->ready.fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (board->go.load() == 0 && std::chrono::steady_clock::now() < until) {
+      }
+      for (int k = 0; k < calls_each; ++k) {
+        const cb::Nanos now = 1 * kS + (i * 10 + k) * kMs;
+        const cb::Admission a = mine.acquire(now);
+        if (!a.permitted) return 3;  // none may be refused before the last record
+        const bool fail = !by_rate || k < 3;
+        mine.record(a.permit, fail ? cb::Outcome::Failure : cb::Outcome::Success, now);
+      }
+      board->done.fetch_add(1);
+      while (board->done.load() < kProcs && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      const std::uint64_t commits = mine.commits();
+      const cb::Admission a = mine.acquire(2 * kS);
+      board->result[i].store(!a.permitted && a.rejection == cb::Rejection::Open &&
+                                     mine.commits() == commits
+                                 ? 1
+                                 : 4);
+      return 0;
+    }));
+  }
+  REQUIRE(wait_until([&]() { return board->ready.load() == kProcs; }));
+  board->go.store(1);
+  for (int status : children.wait_all(kChildTimeout)) CHECK(exited_ok(status));
+  for (auto& r : board->result) CHECK(r.load() == 1);
+
+  const cb::Snapshot s = hb.snapshot(2 * kS);
+  CHECK(s.state == cb::State::Open);
+  CHECK(s.totals.times_opened == 1);
+  CHECK(s.totals.calls == static_cast<std::uint64_t>(kProcs * calls_each));
+  CHECK(s.totals.failures == static_cast<std::uint64_t>(kProcs * (by_rate ? 3 : 2)));
+  CHECK(s.totals.rejected == kProcs);
+  CHECK_FALSE(hb.acquire(2 * kS).permitted);
+}
+
+// ---------------------------------------------------------------------------
+// Segment file names
+
+TEST_CASE("segment file names round-trip any breaker name", "[host]") {
+  const std::vector<std::string> names = {
+      "inventory",
+      "with space",
+      "a/b/c",
+      "../../etc/passwd",
+      "100%",
+      "%41%",
+      "cb-already-prefixed",
+      "caf\xc3\xa9 \xe2\x98\x95 \xf0\x9f\x90\x8d",  // UTF-8: e-acute, coffee, snake
+      std::string("nul\0byte", 8),
+      "\x01\x1f\x7f\x80\xff",
+      "",
+      ".",
+      "..",
+      "UPPER_lower-0.9"};
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const std::string file = cb::segment_file_name(name);
+    REQUIRE_FALSE(file.empty());
+    CHECK(file.compare(0, 3, "cb-") == 0);
+    for (const char ch : file) {  // one flat, portable file name
+      const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
+                      ch == '%';
+      CHECK(ok);
+    }
+    const std::optional<std::string> back = cb::segment_breaker_name(file);
+    REQUIRE(back.has_value());
+    CHECK(*back == name);
+  }
+  CHECK(cb::segment_file_name("with space") == "cb-with%20space");
+  CHECK(cb::segment_file_name("a/b") == "cb-a%2Fb");
+  CHECK(cb::segment_file_name("100%") == "cb-100%25");
+
+  // Random bytes.
+  std::mt19937 rng(2024);
+  for (int i = 0; i < 2000; ++i) {
+    std::string name(rng() % 90, '\0');
+    for (char& ch : name) ch = static_cast<char>(rng() & 0xff);
+    const std::string file = cb::segment_file_name(name);
+    CAPTURE(i, name.size(), file.size());
+    if (file.empty()) {
+      CHECK(name.size() > (255 - 3) / 3);  // only a name this long can be too long
+      continue;
+    }
+    const std::optional<std::string> back = cb::segment_breaker_name(file);
+    REQUIRE(back.has_value());
+    CHECK(*back == name);
+  }
+
+  // The limit: 255 bytes of file name.
+  CHECK(cb::segment_file_name(std::string(252, 'x')).size() == 255);
+  CHECK(cb::segment_file_name(std::string(253, 'x')).empty());
+  CHECK(cb::segment_file_name(std::string(84, '/')).size() == 255);
+  CHECK(cb::segment_file_name(std::string(85, '/')).empty());
+  CHECK(cb::segment_file_name(std::string(250, 'x') + "/").empty());
+
+  // Not segment file names.
+  for (const char* bad : {"", "c", "cb", "cb_x", "xb-a", "CB-a", "cb-%", "cb-%4",
+                          "cb-%G1", "cb-%1G", "cb-%%41", "cb-a%", "cb-a%2"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(cb::segment_breaker_name(bad).has_value());
+  }
+  CHECK(cb::segment_breaker_name("cb-") == std::optional<std::string>(""));
+}
+
+// ---------------------------------------------------------------------------
+// Opening
+
+TEST_CASE("HostBreaker::open reports what is wrong and leaves nothing open", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const cb::Config c = host_config();
+  cb::HostBreaker hb;
+  auto fails_with_errno = [&](const std::string& path, int expected) {
+    const cb::HostBreaker::OpenResult r = hb.open(path, c, 0);
+    CAPTURE(path, r.error, std::strerror(r.error));
+    CHECK_FALSE(r.ok());
+    CHECK(r.error == expected);
+    CHECK_FALSE(hb.is_open());
+    CHECK_FALSE(hb.healthy());
+  };
+
+  SECTION("paths that cannot be opened") {
+    fails_with_errno(dir.path() + "/missing/seg", ENOENT);
+    const std::string plain = dir.file("plain");
+    {
+      cb::HostBreaker other;
+      open_ok(other, plain, c, 0);
+    }
+    fails_with_errno(plain + "/seg", ENOTDIR);
+    const std::string sub = dir.subdir("a-directory");
+    REQUIRE_FALSE(sub.empty());
+    fails_with_errno(sub, EISDIR);
+    fails_with_errno(dir.path() + "/" + std::string(300, 'n'), ENAMETOOLONG);
+    fails_with_errno("", ENOENT);
+    if (::geteuid() != 0) {
+      const std::string ro = dir.subdir("read-only", 0500);
+      REQUIRE_FALSE(ro.empty());
+      fails_with_errno(ro + "/seg", EACCES);
+    }
+    // Not writable even by root (sysfs), where there is one.
+    struct stat sb;
+    if (::stat("/sys/kernel", &sb) == 0 && S_ISDIR(sb.st_mode)) {
+      const cb::HostBreaker::OpenResult r = hb.open("/sys/kernel/cb-test-segment", c, 0);
+      CHECK_FALSE(r.ok());
+      CHECK((r.error == EACCES || r.error == EROFS || r.error == EPERM));
+      CHECK_FALSE(hb.is_open());
+    }
+  }
+
+  SECTION("another configuration names the first differing argument") {
+    // Every argument set, so that each can be changed alone.
+    cb::Config base;
+    base.failure_threshold = 3;
+    base.recovery_timeout = 30;
+    base.failure_rate_threshold = 0.5;
+    base.window_size = 20;
+    base.minimum_calls = 10;
+    base.slow_call_duration = 1;
+    base.slow_call_rate_threshold = 0.5;
+    base.half_open_max_calls = 2;
+    base.half_open_max_wait = 5;
+    base.backoff_multiplier = 2;
+    base.max_recovery_timeout = 300;
+    base.jitter = 0.1;
+    base.ramp_up = 1;
+    base.rng_seed = 1;
+    REQUIRE_FALSE(cb::validate(base));
+    const std::string path = dir.file("config");
+    open_ok(hb, path, base, 0);
+    const cb::Admission a = hb.acquire(10);
+    REQUIRE(a.permitted);
+    hb.record(a.permit, cb::Outcome::Failure, 10);
+    hb.close();
+
+    // Another value for each argument (table order), all valid.
+    const double other[] = {4, 31, 0.6, 1, 21, 11, 1.5, 0.6, 3, 6, 3, 400, 0.2, 2};
+    static_assert(sizeof other / sizeof other[0] == cb::kConfigFieldCount);
+    for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
+      cb::Config changed = base;
+      cb::config_set(changed, cb::kConfigFields[i], other[i]);
+      CAPTURE(cb::kConfigFields[i].name);
+      REQUIRE_FALSE(cb::validate(changed));
+      cb::HostBreaker attempt;
+      const cb::HostBreaker::OpenResult r = attempt.open(path, changed, 20);
+      CHECK(r.status == cb::SegmentStatus::WrongConfig);
+      CHECK(r.error == 0);
+      CHECK(r.differing_field == static_cast<int>(i));
+      CHECK_FALSE(attempt.is_open());
+    }
+    // An optional argument unset differs from every value.
+    cb::Config unset = base;
+    unset.half_open_max_wait.reset();
+    const cb::HostBreaker::OpenResult r = hb.open(path, unset, 20);
+    CHECK(r.status == cb::SegmentStatus::WrongConfig);
+    REQUIRE(r.differing_field >= 0);
+    CHECK(std::string(cb::kConfigFields[r.differing_field].name) == "half_open_max_wait");
+
+    // The seed is not a rule; the refusals changed nothing.
+    cb::Config reseeded = base;
+    reseeded.rng_seed = 99;
+    const cb::HostBreaker::OpenResult ok = hb.open(path, reseeded, 30);
+    CHECK(ok.status == cb::SegmentStatus::Attached);
+    REQUIRE(hb.is_open());
+    CHECK(hb.snapshot(30).totals.failures == 1);
+  }
+
+  SECTION("another layout, a truncated file, garbage") {
+    const std::string path = dir.file("layout");
+    open_ok(hb, path, c, 0);
+    hb.close();
+    {
+      cb::SegmentMapping m;
+      cb::Segment& seg = raw_view(m, path);
+      seg.header.layout_version += 1;
+    }
+    CHECK(hb.open(path, c, 0).status == cb::SegmentStatus::WrongLayout);
+    CHECK_FALSE(hb.is_open());
+    {
+      cb::SegmentMapping m;
+      cb::Segment& seg = raw_view(m, path);
+      seg.header.layout_version -= 1;
+      seg.header.total_size += 8;
+    }
+    CHECK(hb.open(path, c, 0).status == cb::SegmentStatus::WrongLayout);
+    {
+      cb::SegmentMapping m;
+      raw_view(m, path).header.total_size -= 8;
+    }
+    open_ok(hb, path, c, 0);
+    hb.close();
+
+    for (const off_t size :
+         {off_t{100}, static_cast<off_t>(sizeof(cb::Segment) - 1), off_t{8}}) {
+      CAPTURE(size);
+      REQUIRE(::truncate(path.c_str(), size) == 0);
+      const cb::HostBreaker::OpenResult r = hb.open(path, c, 0);
+      CHECK(r.status == cb::SegmentStatus::TooSmall);
+      CHECK(r.error == 0);
+      CHECK_FALSE(r.ok());
+      CHECK_FALSE(hb.is_open());
+    }
+    // Emptied: a fresh segment again.
+    REQUIRE(::truncate(path.c_str(), 0) == 0);
+    CHECK(hb.open(path, c, 0).status == cb::SegmentStatus::Created);
+    hb.close();
+
+    // Garbage of the right size.
+    std::mt19937 rng(5);
+    for (int round = 0; round < 20; ++round) {
+      {
+        cb::SegmentMapping m;
+        REQUIRE(m.open_file(path.c_str(), 0, false) == 0);
+        auto* bytes = static_cast<unsigned char*>(m.data());
+        for (std::size_t k = 0; k < m.size(); ++k) {
+          bytes[k] = static_cast<unsigned char>(rng());
+        }
+        if (round % 2 == 0) m.segment()->header.init_state.store(2);
+      }
+      const cb::HostBreaker::OpenResult r = hb.open(path, c, 0);
+      CHECK_FALSE(r.ok());
+      CHECK_FALSE(hb.is_open());
+    }
+  }
+
+  SECTION("a failed open closes what was open") {
+    open_ok(hb, dir.file("first"), c, 0);
+    CHECK_FALSE(hb.open(dir.path() + "/missing/seg", c, 0).ok());
+    CHECK_FALSE(hb.is_open());
+    open_ok(hb, dir.file("second"), c, 0);  // and the object is reusable
+    CHECK(hb.acquire(1).permitted);
+  }
+}
+
+TEST_CASE("a damaged header makes the breaker unhealthy", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("damaged");
+  cb::HostBreaker hb;
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+
+  const std::uint64_t magic = seg.header.magic.load();
+  seg.header.magic.store(magic ^ 0xFF);
+  CHECK_FALSE(hb.healthy());
+  seg.header.magic.store(magic);
+  CHECK(hb.healthy());
+
+  seg.header.init_state.store(static_cast<std::uint32_t>(cb::InitState::Initialising));
+  CHECK_FALSE(hb.healthy());
+  seg.header.init_state.store(static_cast<std::uint32_t>(cb::InitState::Ready));
+  CHECK(hb.healthy());
+
+  // A second opener now refuses it too.
+  seg.header.magic.store(0);
+  cb::HostBreaker other;
+  CHECK(other.open(path, host_config(), 0).status == cb::SegmentStatus::Corrupt);
+  seg.header.magic.store(magic);
+}
+
+TEST_CASE("an unrecoverable segment lock is reported, not fatal", "[host]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("unrecoverable");
+  const cb::Config c = host_config();
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  const cb::Admission a = hb.acquire(10);
+  REQUIRE(a.permitted);
+  hb.record(a.permit, cb::Outcome::Failure, 10);
+
+  // A child dies holding the mutex; this process then unlocks it without
+  // making it consistent: ENOTRECOVERABLE from then on. Only a misbehaving
+  // program does that, which is what the test stands for.
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  auto* mutex = reinterpret_cast<pthread_mutex_t*>(&seg.control.mutex);
+  const pid_t pid = spawn([&]() {
+    if (::pthread_mutex_lock(mutex) != 0) return 2;
+    std::raise(SIGKILL);
+    return 3;
+  });
+  REQUIRE(pid > 0);
+  REQUIRE(was_killed(wait_child(pid, kChildTimeout)));
+  REQUIRE(::pthread_mutex_lock(mutex) == EOWNERDEAD);
+  REQUIRE(::pthread_mutex_unlock(mutex) == 0);
+  REQUIRE(::pthread_mutex_lock(mutex) == ENOTRECOVERABLE);
+
+  const std::uint64_t commits = hb.commits();
+  const cb::Admission b = hb.acquire(20);  // CLOSED: decided without the lock
+  CHECK(b.permitted);
+  hb.record(b.permit, cb::Outcome::Failure, 20);  // on a scratch copy
+  (void)hb.snapshot(30);
+  hb.force_open(40);
+  CHECK(hb.lock_failures() >= 3);
+  CHECK_FALSE(hb.healthy());
+  CHECK(hb.commits() == commits);  // nothing reached the segment
+  CHECK(committed_slot(seg).state.totals.failures == 1);
+  CHECK(committed_slot(seg).state.state == cb::State::Closed);
+  CHECK(hb.recoveries() == 0);
+}
