@@ -274,7 +274,7 @@ TEST_CASE("admission takes the lock where it must write", "[host]") {
   const cb::Admission full = hb.acquire(2 * kS + 3);
   CHECK_FALSE(full.permitted);
   CHECK(full.rejection == cb::Rejection::HalfOpenFull);
-  CHECK(hb.commits() >= commits + 2);
+  CHECK(hb.commits() == commits + 2);
   CHECK(hb.snapshot(2 * kS + 3).totals.rejected == 1);
   // Two successes close, ramping up: admission under the lock again.
   hb.record(p1.permit, cb::Outcome::Success, 2 * kS + 4);
@@ -1105,4 +1105,91 @@ TEST_CASE("an unrecoverable segment lock is reported, not fatal", "[host]") {
   CHECK(committed_slot(seg).state.totals.failures == 1);
   CHECK(committed_slot(seg).state.state == cb::State::Closed);
   CHECK(hb.recoveries() == 0);
+}
+
+// ---------------------------------------------------------------------------
+// Regressions
+
+TEST_CASE("a call admitted in a dead owner's probe slot counts no rejection",
+          "[host][regression]") {
+  // HostBreaker::acquire() used to decide in three critical sections:
+  // acquire() rejected HALF_OPEN_FULL (and counted the rejection), then
+  // free_abandoned_probes() freed the dead owner's slot, then acquire() again
+  // admitted the call. So the call that freed the slot counted as rejected
+  // and admitted (or, when another process took the slot in between, as
+  // rejected twice), and freeing cost two extra commits. Now the slots of
+  // dead owners are freed inside the acquire that found half-open full.
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("dead-owner-count");
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+
+  // A child takes the probe and dies holding it.
+  const pid_t owner = spawn([&]() {
+    cb::HostBreaker mine;
+    if (!child_attach(mine, path, c, 2 * kS)) return 2;
+    const cb::Admission a = mine.acquire(3 * kS);
+    if (!a.permitted || a.permit.kind != cb::PermitKind::Probe) return 3;
+    std::raise(SIGKILL);
+    return 4;
+  });
+  REQUIRE(owner > 0);
+  REQUIRE(was_killed(wait_child(owner, kChildTimeout)));
+  const cb::Snapshot before = hb.snapshot(4 * kS);
+  REQUIRE(before.probes_in_flight == 1);
+
+  const bool race = GENERATE(false, true);
+  CAPTURE(race);
+  if (!race) {
+    const std::uint64_t commits = hb.commits();
+    const cb::Admission a = hb.acquire(4 * kS);
+    REQUIRE(a.permitted);
+    const cb::Snapshot after = hb.snapshot(4 * kS);
+    CHECK(after.totals.rejected == before.totals.rejected);
+    CHECK(after.totals.released == before.totals.released + 1);
+    CHECK(hb.commits() == commits + 1);  // one decision, one commit
+    return;
+  }
+
+  // Four processes race for the freed slot: one probe, three rejections.
+  constexpr int kProcs = 4;
+  struct Board {
+    std::atomic<int> ready, go, probes, rejected;
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  ChildReaper children;
+  for (int i = 0; i < kProcs; ++i) {
+    children.add(spawn([&]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 4 * kS)) return 2;
+      board->ready.fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (board->go.load() == 0 && std::chrono::steady_clock::now() < until) {
+      }
+      const cb::Admission a = mine.acquire(4 * kS);
+      if (a.permitted) {
+        board->probes.fetch_add(1);
+      } else {
+        board->rejected.fetch_add(1);
+      }
+      // Keep the probe until all have tried (an exited owner is a dead one).
+      while (board->probes.load() + board->rejected.load() < kProcs &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      return 0;
+    }));
+  }
+  REQUIRE(wait_until([&]() { return board->ready.load() == kProcs; }));
+  board->go.store(1);
+  for (int status : children.wait_all(kChildTimeout)) CHECK(exited_ok(status));
+  CHECK(board->probes.load() == 1);
+  CHECK(board->rejected.load() == kProcs - 1);
+  const cb::Snapshot after = hb.snapshot(5 * kS);
+  CHECK(after.totals.rejected == before.totals.rejected + (kProcs - 1));
+  CHECK(after.totals.released == before.totals.released + 1);
 }

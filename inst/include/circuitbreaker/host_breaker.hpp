@@ -195,14 +195,13 @@ class HostBreaker {
         return *a;
       }
     }
-    const std::uint32_t owner = tracks_owners_ ? current_process_id() : 0;
-    if (owner == 0 && probe_lease == kNever) probe_lease = settings().recovery_timeout;
-    Admission a = breaker_->acquire(now, probe_lease, owner);
-    if (!a.permitted && a.rejection == Rejection::HalfOpenFull && tracks_owners_ &&
-        breaker_->free_abandoned_probes(process_gone, now) > 0) {
-      a = breaker_->acquire(now, probe_lease, owner);
+    if (!tracks_owners_) {
+      if (probe_lease == kNever) probe_lease = settings().recovery_timeout;
+      return breaker_->acquire(now, probe_lease, 0);
     }
-    return a;
+    // Dead owners' slots are freed inside this one decision (when half-open
+    // is full), so the call counts as rejected only if it is.
+    return breaker_->acquire(now, probe_lease, current_process_id(), process_gone);
   }
 
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for = -1) noexcept {
