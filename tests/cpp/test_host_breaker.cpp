@@ -1193,3 +1193,21 @@ TEST_CASE("a call admitted in a dead owner's probe slot counts no rejection",
   CHECK(after.totals.rejected == before.totals.rejected + (kProcs - 1));
   CHECK(after.totals.released == before.totals.released + 1);
 }
+
+TEST_CASE("segment_breaker_name accepts only the spelling segment_file_name writes",
+          "[host][regression]") {
+  // segment_breaker_name() decoded any %XX and passed any other byte, so
+  // "cb-%61", "cb-%2f" and "cb-a b" named breakers "a", "/" and "a b", whose
+  // segments are the files "cb-a", "cb-%2F" and "cb-a%20b": a listing of a
+  // store directory could show one breaker twice, or one whose segment is
+  // not the file listed.
+  for (const char* other : {"cb-%61", "cb-%2f", "cb-%2F%2f", "cb-a b", "cb-a/b", "cb-%7e",
+                            "cb-\xc3\xa9", "cb-%2E"}) {
+    CAPTURE(other);
+    CHECK_FALSE(cb::segment_breaker_name(other).has_value());
+  }
+  CHECK(cb::segment_breaker_name("cb-%2F") == std::optional<std::string>("/"));
+  CHECK(cb::segment_breaker_name("cb-a%20b") == std::optional<std::string>("a b"));
+  CHECK(cb::segment_breaker_name("cb-.") == std::optional<std::string>("."));
+  CHECK(cb::segment_breaker_name("cb-%7E") == std::optional<std::string>("~"));
+}

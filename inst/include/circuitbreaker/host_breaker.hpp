@@ -105,7 +105,7 @@ inline std::string segment_file_name(std::string_view name) {
 }
 
 // The breaker name a segment file name stands for, or nullopt when `file`
-// is not such a name.
+// is not such a name (not exactly as segment_file_name() writes it).
 inline std::optional<std::string> segment_breaker_name(std::string_view file) {
   if (file.size() < 3 || file.substr(0, 3) != "cb-") return std::nullopt;
   const auto digit = [](char c) -> int {
@@ -125,6 +125,10 @@ inline std::optional<std::string> segment_breaker_name(std::string_view file) {
     out += static_cast<char>(digit(file[i + 1]) * 16 + digit(file[i + 2]));
     i += 2;
   }
+  // Only the one spelling segment_file_name() writes: "cb-%61", "cb-%2f" or
+  // "cb-a b" would otherwise stand for a breaker ("a", "/", "a b") whose
+  // segment is another file.
+  if (segment_file_name(out) != file) return std::nullopt;
   return out;
 }
 
