@@ -148,6 +148,23 @@ int sleep_until_killed(std::chrono::seconds limit) {
   return 9;  // never killed: the parent reports it
 }
 
+// A child dies holding the segment's mutex; this process then unlocks it
+// without making it consistent: ENOTRECOVERABLE from then on. Only a
+// misbehaving program does that, which is what the tests stand for.
+void make_unrecoverable(cb::Segment& seg) {
+  auto* mutex = reinterpret_cast<pthread_mutex_t*>(&seg.control.mutex);
+  const pid_t pid = spawn([&]() {
+    if (::pthread_mutex_lock(mutex) != 0) return 2;
+    std::raise(SIGKILL);
+    return 3;
+  });
+  REQUIRE(pid > 0);
+  REQUIRE(was_killed(wait_child(pid, kChildTimeout)));
+  REQUIRE(::pthread_mutex_lock(mutex) == EOWNERDEAD);
+  REQUIRE(::pthread_mutex_unlock(mutex) == 0);
+  REQUIRE(::pthread_mutex_lock(mutex) == ENOTRECOVERABLE);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -1076,22 +1093,9 @@ TEST_CASE("an unrecoverable segment lock is reported, not fatal", "[host]") {
   REQUIRE(a.permitted);
   hb.record(a.permit, cb::Outcome::Failure, 10);
 
-  // A child dies holding the mutex; this process then unlocks it without
-  // making it consistent: ENOTRECOVERABLE from then on. Only a misbehaving
-  // program does that, which is what the test stands for.
   cb::SegmentMapping view;
   cb::Segment& seg = raw_view(view, path);
-  auto* mutex = reinterpret_cast<pthread_mutex_t*>(&seg.control.mutex);
-  const pid_t pid = spawn([&]() {
-    if (::pthread_mutex_lock(mutex) != 0) return 2;
-    std::raise(SIGKILL);
-    return 3;
-  });
-  REQUIRE(pid > 0);
-  REQUIRE(was_killed(wait_child(pid, kChildTimeout)));
-  REQUIRE(::pthread_mutex_lock(mutex) == EOWNERDEAD);
-  REQUIRE(::pthread_mutex_unlock(mutex) == 0);
-  REQUIRE(::pthread_mutex_lock(mutex) == ENOTRECOVERABLE);
+  make_unrecoverable(seg);
 
   const std::uint64_t commits = hb.commits();
   const cb::Admission b = hb.acquire(20);  // CLOSED: decided without the lock
@@ -1210,4 +1214,33 @@ TEST_CASE("segment_breaker_name accepts only the spelling segment_file_name writ
   CHECK(cb::segment_breaker_name("cb-a%20b") == std::optional<std::string>("a b"));
   CHECK(cb::segment_breaker_name("cb-.") == std::optional<std::string>("."));
   CHECK(cb::segment_breaker_name("cb-%7E") == std::optional<std::string>("~"));
+}
+
+TEST_CASE("a broken lock's scratch copy starts from the committed state",
+          "[host][regression]") {
+  // SegmentLock::lock() copied slots[0] into its scratch copy when the mutex
+  // was unrecoverable, whichever slot was committed: a snapshot of a broken
+  // breaker (for the error report) could show the state one commit back,
+  // and disagree with the lock-free admission, which reads the committed
+  // slot.
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("scratch");
+  cb::HostBreaker hb;
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  for (int i = 1; i <= 2; ++i) hb.record(hb.acquire(i).permit, cb::Outcome::Failure, i);
+  if (seg.control.committed.load() == 0) hb.note(cb::Outcome::Ignored, 3);
+  REQUIRE(seg.control.committed.load() == 1);  // slots[0] is a commit behind
+  REQUIRE(seg.slots[0].state.totals.failures !=
+          committed_slot(seg).state.totals.failures);
+  const cb::Snapshot last = hb.snapshot(4);
+  make_unrecoverable(seg);
+  const cb::Snapshot broken = hb.snapshot(4);
+  CHECK(hb.lock_failures() == 1);
+  CHECK(broken.totals.failures == last.totals.failures);
+  CHECK(broken.totals.calls == last.totals.calls);
+  CHECK(broken.generation == last.generation);
+  CHECK(broken.consecutive_failures == last.consecutive_failures);
 }
