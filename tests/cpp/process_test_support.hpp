@@ -10,6 +10,7 @@
 #define CIRCUITBREAKER_PROCESS_TEST_SUPPORT_HPP
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -87,6 +88,32 @@ class SharedAnon {
   T* operator->() const { return p_; }
 
  private:
+  T* p_ = nullptr;
+};
+
+// The same for an array of `n` T, `n` known at run time.
+template <typename T>
+class SharedArray {
+ public:
+  explicit SharedArray(std::size_t n) : bytes_(n * sizeof(T)) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+    p_ = p == MAP_FAILED ? nullptr : static_cast<T*>(p);
+    n_ = p_ != nullptr ? n : 0;
+    if (p_ != nullptr) std::memset(static_cast<void*>(p_), 0, bytes_);
+  }
+  ~SharedArray() {
+    if (p_ != nullptr) ::munmap(p_, bytes_);
+  }
+  SharedArray(const SharedArray&) = delete;
+  SharedArray& operator=(const SharedArray&) = delete;
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+  T& operator[](std::size_t i) const { return p_[i]; }
+
+ private:
+  std::size_t bytes_;
+  std::size_t n_ = 0;
   T* p_ = nullptr;
 };
 
