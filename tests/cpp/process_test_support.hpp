@@ -26,12 +26,12 @@
 
 namespace cbproc {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with the files and
-// subdirectories made through it.
+// A fresh directory under `base` (by default $TMPDIR, or /tmp), removed with
+// the files and subdirectories made through it.
 class TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
+  explicit TempDir(const char* base = nullptr) {
+    if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
     std::string tmpl =
         std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cbseg.XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
