@@ -34,6 +34,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -814,6 +815,283 @@ TEST_CASE("failures spread over four processes trip the breaker for all", "[host
   CHECK(s.totals.failures == static_cast<std::uint64_t>(kProcs * (by_rate ? 3 : 2)));
   CHECK(s.totals.rejected == kProcs);
   CHECK_FALSE(hb.acquire(2 * kS).permitted);
+}
+
+TEST_CASE("lock-free admission racing commits decides on committed states only",
+          "[host]") {
+  // Four processes admit (lock-free) and record (locked, a commit each)
+  // while a fifth moves the breaker between CLOSED, FORCED_OPEN and DISABLED
+  // as fast as they let it: the seqlock read races commits all the time.
+  // Only the toggling process makes generations (no failures: no trips); it
+  // writes down each one's state, then publishes the generation as
+  // committed. An admission must come from one committed state that was
+  // current at some point during the call: a generation at least the one
+  // published before the call and at most one past the one published after
+  // it, and the state of that generation (a counted permit: CLOSED, a
+  // pass-through: DISABLED, a rejection: FORCED_OPEN). A torn read, a read
+  // of the working copy or a stale view fails this. The totals are exact.
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("torture");
+  const cb::Config c = host_config();
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+
+  constexpr int kProcs = 4;
+  constexpr int kToggles = 4000;
+  constexpr std::size_t kGenerations = kToggles + 16;
+  constexpr std::uint64_t kMaxCalls = 50000000;  // per process, bounds the loop
+  struct Board {
+    std::atomic<int> ready, go, done;
+    std::atomic<std::uint64_t> admissions;
+    std::atomic<std::uint64_t> committed_gen;          // published by the toggler
+    std::atomic<std::uint8_t> state_of[kGenerations];  // State + 1; 0: unknown
+    std::atomic<std::uint64_t> records[kProcs], rejections[kProcs];
+    std::atomic<std::uint64_t> counted[kProcs], passthrough[kProcs];
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  const std::uint64_t gen0 = hb.snapshot(0).generation;
+  REQUIRE(gen0 + kToggles < kGenerations);
+  board->state_of[gen0].store(static_cast<std::uint8_t>(cb::State::Closed) + 1);
+  board->committed_gen.store(gen0);
+
+  ChildReaper children;
+  // The toggler.
+  children.add(spawn([&]() {
+    cb::HostBreaker mine;
+    if (!child_attach(mine, path, c, 0)) return 2;
+    board->ready.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (board->go.load() == 0 && std::chrono::steady_clock::now() < until) {
+    }
+    for (int k = 0; k < kToggles; ++k) {
+      const cb::Nanos now = 1 + k;
+      // The generation this operation makes, and its state, written down
+      // before it commits (so every admission can be checked at once).
+      const std::uint64_t next = gen0 + static_cast<std::uint64_t>(k) + 1;
+      const cb::State to = k % 4 == 0   ? cb::State::ForcedOpen
+                           : k % 4 == 2 ? cb::State::Disabled
+                                        : cb::State::Closed;
+      board->state_of[next].store(static_cast<std::uint8_t>(to) + 1,
+                                  std::memory_order_release);
+      switch (k % 4) {
+        case 0: mine.force_open(now); break;
+        case 2: mine.disable(now); break;
+        default: mine.reset(now); break;
+      }
+      board->committed_gen.store(next, std::memory_order_release);
+      if (k % 64 == 0) {
+        const cb::Snapshot s = mine.snapshot(now);
+        if (s.generation != next || s.state != to) return 3;
+      }
+      // Hold each state until a few admissions have met it (at most 2 ms):
+      // a scheduler that left the admitters out would test nothing.
+      const std::uint64_t seen = board->admissions.load();
+      const auto hold = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      while (board->admissions.load() < seen + 8 &&
+             std::chrono::steady_clock::now() < hold) {
+      }
+    }
+    board->done.store(1);
+    return 0;
+  }));
+  // The admitters.
+  for (int i = 0; i < kProcs; ++i) {
+    children.add(spawn([&, i]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 0)) return 2;
+      // Whether an admission fits generation g: -1 not known yet, 0 no, 1 yes.
+      auto fits = [&](std::uint64_t g, bool permitted, cb::PermitKind kind) {
+        if (g >= kGenerations) return 0;
+        const int st = board->state_of[g].load(std::memory_order_acquire) - 1;
+        if (st < 0) return -1;
+        if (!permitted) return st == static_cast<int>(cb::State::ForcedOpen) ? 1 : 0;
+        if (kind == cb::PermitKind::Counted) {
+          return st == static_cast<int>(cb::State::Closed) ? 1 : 0;
+        }
+        if (kind == cb::PermitKind::PassThrough) {
+          return st == static_cast<int>(cb::State::Disabled) ? 1 : 0;
+        }
+        return 0;
+      };
+      // Whether some generation in [lo, hi] fits the admission.
+      auto fits_one_of = [&](std::uint64_t lo, std::uint64_t hi, bool permitted,
+                             cb::PermitKind kind) {
+        for (std::uint64_t g = lo; g <= hi; ++g) {
+          if (fits(g, permitted, kind) == 1) return true;
+        }
+        return false;
+      };
+      board->ready.fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (board->go.load() == 0 && std::chrono::steady_clock::now() < until) {
+      }
+      std::uint64_t records = 0, rejections = 0, counted = 0, passthrough = 0;
+      const auto stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      for (std::uint64_t k = 0; k < kMaxCalls && board->done.load() == 0; ++k) {
+        const cb::Nanos now = static_cast<cb::Nanos>(k);
+        const std::uint64_t before = board->committed_gen.load(std::memory_order_acquire);
+        const cb::Admission a = mine.acquire(now);
+        const std::uint64_t after = board->committed_gen.load(std::memory_order_acquire);
+        board->admissions.fetch_add(1, std::memory_order_relaxed);
+        if (!a.permitted) {
+          if (a.rejection != cb::Rejection::ForcedOpen ||
+              a.state != cb::State::ForcedOpen || a.retry_after != cb::kNever) {
+            return 5;
+          }
+          if (!fits_one_of(before, after + 1, false, a.permit.kind)) return 6;
+          ++rejections;
+        } else {
+          const std::uint64_t g = a.permit.generation;
+          if (g < before || g > after + 1) return 7;  // not current during the call
+          if (fits(g, true, a.permit.kind) != 1) return 8;
+          if (a.permit.kind == cb::PermitKind::Counted) ++counted;
+          if (a.permit.kind == cb::PermitKind::PassThrough) ++passthrough;
+          // Some commits to race the reads, not so many that the toggler
+          // starves for the mutex.
+          if (k % 8 == 0 && mine.record(a.permit, cb::Outcome::Success, now)) ++records;
+        }
+        if (k % 64 == 0) {
+          std::this_thread::yield();
+          if (std::chrono::steady_clock::now() > stop_by) break;
+        }
+      }
+      board->records[i].store(records);
+      board->rejections[i].store(rejections);
+      board->counted[i].store(counted);
+      board->passthrough[i].store(passthrough);
+      return 0;
+    }));
+  }
+  REQUIRE(wait_until([&]() { return board->ready.load() == kProcs + 1; }));
+  board->go.store(1);
+  for (int status : children.wait_all(kChildTimeout)) {
+    INFO("exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -status));
+    CHECK(exited_ok(status));
+  }
+
+  std::uint64_t records = 0, rejections = 0, counted = 0, passthrough = 0;
+  for (int i = 0; i < kProcs; ++i) {
+    records += board->records[i].load();
+    rejections += board->rejections[i].load();
+    counted += board->counted[i].load();
+    passthrough += board->passthrough[i].load();
+  }
+  INFO("counted " << counted << ", pass-through " << passthrough << ", rejections "
+                  << rejections << ", records " << records);
+  const cb::Snapshot s = hb.snapshot(kToggles + 1);
+  CHECK(board->done.load() == 1);  // the toggler finished, within the time
+  CHECK(s.generation == gen0 + kToggles);
+  CHECK(s.totals.calls == records);
+  CHECK(s.totals.successes == records);
+  CHECK(s.totals.rejected == rejections);
+  CHECK(s.totals.times_opened == 0);
+  // The race happened: each kind of admission was seen.
+  CHECK(counted > 0);
+  CHECK(passthrough > 0);
+  CHECK(rejections > 0);
+  CHECK(hb.healthy());
+}
+
+TEST_CASE("a HostBreaker inherited across fork() acts for the child", "[host]") {
+  // R's parallel::mcparallel() and friends fork a session that has its
+  // breakers open: the child uses the same object, mapping and all. Its
+  // probes are its own (the owner is looked up per call), its results
+  // reach the parent.
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, dir.file("inherited"), c, 0);
+  SharedAnon<std::atomic<int>> have;
+  REQUIRE(have.get() != nullptr);
+  const pid_t pid = spawn([&]() {
+    const cb::Admission a = hb.acquire(1 * kS);
+    if (!a.permitted) return 2;
+    hb.record(a.permit, cb::Outcome::Failure, 1 * kS);  // opens
+    const cb::Admission p = hb.acquire(3 * kS);         // the probe, owned by the child
+    if (!p.permitted || p.permit.kind != cb::PermitKind::Probe) return 3;
+    have->store(1);
+    return sleep_until_killed(std::chrono::seconds(30));
+  });
+  REQUIRE(pid > 0);
+  ChildReaper reaper;
+  reaper.add(pid);
+  REQUIRE(wait_until([&]() { return have->load() == 1; }));
+  const cb::Snapshot seen = hb.snapshot(3 * kS);
+  CHECK(seen.state == cb::State::HalfOpen);
+  CHECK(seen.totals.failures == 1);
+  CHECK(seen.probes_in_flight == 1);
+  CHECK_FALSE(hb.acquire(4 * kS).permitted);  // the child is alive
+  reaper.kill_all();
+  const cb::Admission mine = hb.acquire(5 * kS);  // the child is gone
+  REQUIRE(mine.permitted);
+  CHECK(mine.permit.kind == cb::PermitKind::Probe);
+  CHECK(hb.snapshot(5 * kS).totals.released == 1);
+}
+
+TEST_CASE("a process in another pid namespace takes probes that expire", "[host]") {
+  // Process ids mean nothing across pid namespaces, so a process outside the
+  // creator's cannot have its probes freed when it dies: its probes are
+  // untracked, and a synchronous one gets recovery_timeout as its lease so
+  // that it cannot hold HALF_OPEN forever. (Making a pid namespace needs
+  // CAP_SYS_ADMIN; without it the test only warns.)
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("namespace");
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  REQUIRE(hb.tracks_owners());
+  trip(hb, 1 * kS);
+
+  struct Board {
+    std::atomic<int> result;  // 1: probe taken untracked; 77: no namespace; else error
+  };
+  SharedAnon<Board> board;
+  REQUIRE(board.get() != nullptr);
+  const pid_t pid = spawn([&]() {
+    if (::unshare(CLONE_NEWPID) != 0) {
+      board->result.store(77);
+      return 0;
+    }
+    // Only this process's children are in the new namespace.
+    const pid_t inner = spawn([&]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 2 * kS)) return 2;
+      if (mine.tracks_owners()) return 3;
+      const cb::Admission a = mine.acquire(3 * kS);  // synchronous: kNever
+      if (!a.permitted || a.permit.kind != cb::PermitKind::Probe) return 4;
+      return 0;  // exits holding it
+    });
+    if (inner < 0) return 5;
+    const int status = wait_child(inner, std::chrono::seconds(30));
+    board->result.store(exited_ok(status) ? 1 : 10 + WEXITSTATUS(status));
+    return 0;
+  });
+  REQUIRE(pid > 0);
+  REQUIRE(exited_ok(wait_child(pid, kChildTimeout)));
+  if (board->result.load() == 77) {
+    WARN("unshare(CLONE_NEWPID) not permitted here: pid namespaces not tested");
+    return;
+  }
+  REQUIRE(board->result.load() == 1);
+
+  // Its owner is dead, but untracked: not freed, it expires at 3 s + 1 s.
+  const cb::Admission full = hb.acquire(3 * kS + 500 * kMs);
+  CHECK_FALSE(full.permitted);
+  CHECK(full.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(full.retry_after == 500 * kMs);
+  CHECK(hb.snapshot(3 * kS + 500 * kMs).totals.released == 0);
+  // Past the deadline: a failed probe, OPEN again as of the deadline.
+  const cb::Admission later = hb.acquire(4 * kS + 1);
+  CHECK_FALSE(later.permitted);
+  CHECK(later.rejection == cb::Rejection::Open);
+  const cb::Snapshot s = hb.snapshot(4 * kS + 1);
+  CHECK(s.totals.expired == 1);
+  CHECK(s.totals.times_opened == 2);
+  CHECK(hb.acquire(5 * kS + 1).permitted);
 }
 
 // ---------------------------------------------------------------------------
