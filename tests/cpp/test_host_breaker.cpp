@@ -1522,3 +1522,50 @@ TEST_CASE("a broken lock's scratch copy starts from the committed state",
   CHECK(broken.generation == last.generation);
   CHECK(broken.consecutive_failures == last.consecutive_failures);
 }
+
+TEST_CASE("an untracked probe gets a lease whichever way `no deadline` is spelt",
+          "[host][regression]") {
+  // A process whose probes cannot be tracked (another pid namespace than the
+  // segment's creator) has its synchronous probes leased recovery_timeout,
+  // so that its death cannot hold HALF_OPEN for ever. Only probe_lease ==
+  // kNever was taken for "synchronous": a negative lease, which acquire()
+  // documents as meaning the same (no deadline), slipped through and gave
+  // a probe without a deadline, held for ever by a dead process.
+  const cb::Nanos lease = GENERATE(as<cb::Nanos>{}, cb::kNever, -1, -5 * kS);
+  CAPTURE(lease);
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("untracked-lease");
+  const cb::Config c = one_probe_config(1);
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  trip(hb, 1 * kS);
+  SharedAnon<std::atomic<int>> result;
+  REQUIRE(result.get() != nullptr);
+  const pid_t pid = spawn([&]() {
+    if (::unshare(CLONE_NEWPID) != 0) {
+      result->store(77);
+      return 0;
+    }
+    const pid_t inner = spawn([&]() {
+      cb::HostBreaker mine;
+      if (!child_attach(mine, path, c, 2 * kS) || mine.tracks_owners()) return 2;
+      return mine.acquire(3 * kS, lease).permitted ? 0 : 3;  // exits holding it
+    });
+    if (inner < 0) return 5;
+    result->store(exited_ok(wait_child(inner, std::chrono::seconds(30))) ? 1 : 2);
+    return 0;
+  });
+  REQUIRE(pid > 0);
+  REQUIRE(exited_ok(wait_child(pid, kChildTimeout)));
+  if (result->load() == 77) {
+    WARN("unshare(CLONE_NEWPID) not permitted here: untracked probes not tested");
+    return;
+  }
+  REQUIRE(result->load() == 1);
+  const cb::Admission full = hb.acquire(3 * kS + 500 * kMs);
+  CHECK_FALSE(full.permitted);
+  CHECK(full.retry_after == 500 * kMs);  // not kUnknownWait: it has a deadline
+  CHECK(hb.acquire(5 * kS + 1).permitted);
+  CHECK(hb.snapshot(5 * kS + 1).totals.expired == 1);
+}

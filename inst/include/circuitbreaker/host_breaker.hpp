@@ -200,7 +200,11 @@ class HostBreaker {
       }
     }
     if (!tracks_owners_) {
-      if (probe_lease == kNever) probe_lease = settings().recovery_timeout;
+      // A synchronous call (no deadline: kNever or any negative lease) gets
+      // recovery_timeout: nobody could free its probe if it died.
+      if (probe_lease == kNever || probe_lease < 0) {
+        probe_lease = settings().recovery_timeout;
+      }
       return breaker_->acquire(now, probe_lease, 0);
     }
     // Dead owners' slots are freed inside this one decision (when half-open
