@@ -22,6 +22,8 @@
 #include <circuitbreaker/circuitbreaker.hpp>
 #include <circuitbreaker/segment.hpp>
 
+#include "process_test_support.hpp"
+
 #include <csignal>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -34,91 +36,12 @@ namespace cb = circuitbreaker;
 
 namespace {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its files.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cbseg.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) != nullptr) dir_ = buf.data();
-  }
-  ~TempDir() {
-    for (const std::string& f : files_) ::unlink(f.c_str());
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  bool ok() const { return !dir_.empty(); }
-  std::string file(const std::string& name) {
-    files_.push_back(dir_ + "/" + name);
-    return files_.back();
-  }
-
- private:
-  std::string dir_;
-  std::vector<std::string> files_;
-};
-
-// An anonymous shared mapping (survives fork) holding a T, for children to
-// report to the parent.
-template <typename T>
-class SharedAnon {
- public:
-  SharedAnon() {
-    void* p = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    p_ = p == MAP_FAILED ? nullptr : static_cast<T*>(p);
-    if (p_ != nullptr) std::memset(static_cast<void*>(p_), 0, sizeof(T));
-  }
-  ~SharedAnon() {
-    if (p_ != nullptr) ::munmap(p_, sizeof(T));
-  }
-  SharedAnon(const SharedAnon&) = delete;
-  SharedAnon& operator=(const SharedAnon&) = delete;
-  T* get() const { return p_; }
-  T* operator->() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-};
-
-// Waits for `pid` at most `timeout`; SIGKILLs and reaps it if it overran.
-// Returns the wait status, or -1 when it had to be killed.
-int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-bool exited_ok(int status) {
-  return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-bool was_killed(int status) {
-  return status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-}
-
-// Runs `body` (returning an exit code) in a child process.
-template <typename F>
-pid_t spawn(F&& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::_exit(body());
-  }
-  return pid;
-}
+using cbproc::exited_ok;
+using cbproc::SharedAnon;
+using cbproc::spawn;
+using cbproc::TempDir;
+using cbproc::wait_child;
+using cbproc::was_killed;
 
 cb::Config test_config() {
   cb::Config c;

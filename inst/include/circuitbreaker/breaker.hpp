@@ -91,26 +91,18 @@ class BasicBreaker {
   // records `owner` (0: untracked), for free_abandoned_probes().
   Admission acquire(Nanos now, Nanos probe_lease = kNever,
                     std::uint32_t owner = 0) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
-    expire_probes(now);
-    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
-      if (!a->permitted) count_rejection(now);
-      return *a;
-    }
-    BreakerState& st = store_.state();
-    switch (st.state) {
-      case State::Closed:  // ramping up
-        if (!ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
-        return grant(PermitKind::Counted, now);
-      case State::Open:  // the open period is over
-        transition(State::HalfOpen, now);
-        return take_probe(now, probe_lease, owner);
-      case State::HalfOpen: return take_probe(now, probe_lease, owner);
-      case State::ForcedOpen:
-      case State::Disabled: break;  // decided above
-    }
-    return reject(Rejection::Open, 0, now);  // unreachable
+    return decide(now, probe_lease, owner, NobodyGone{});
+  }
+
+  // The same, but when half-open is full, the slots whose owner `gone(owner)`
+  // reports dead are freed first (counted as released, as
+  // free_abandoned_probes() does), in the same critical section: the call is
+  // decided once, on the slots really taken, and counts as rejected only if
+  // it is. (`gone` runs under the lock, and only when half-open is full.)
+  template <typename Gone>
+  Admission acquire(Nanos now, Nanos probe_lease, std::uint32_t owner,
+                    Gone&& gone) noexcept {
+    return decide(now, probe_lease, owner, gone);
   }
 
   // Admission in the cases that write nothing: CLOSED when not ramping up,
@@ -422,8 +414,44 @@ class BasicBreaker {
     }
   }
 
-  Admission take_probe(Nanos now, Nanos probe_lease, std::uint32_t owner) noexcept {
+  // acquire()'s body. NobodyGone: no owner is ever judged dead (nothing
+  // to free, no code for it).
+  struct NobodyGone {
+    bool operator()(std::uint32_t) const noexcept { return false; }
+  };
+
+  template <typename Gone>
+  Admission decide(Nanos now, Nanos probe_lease, std::uint32_t owner,
+                   Gone&& gone) noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    absorb_pending(now);
+    expire_probes(now);
+    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
+      if (!a->permitted) count_rejection(now);
+      return *a;
+    }
+    BreakerState& st = store_.state();
+    switch (st.state) {
+      case State::Closed:  // ramping up
+        if (!ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
+        return grant(PermitKind::Counted, now);
+      case State::Open:  // the open period is over
+        transition(State::HalfOpen, now);
+        return take_probe(now, probe_lease, owner, gone);
+      case State::HalfOpen: return take_probe(now, probe_lease, owner, gone);
+      case State::ForcedOpen:
+      case State::Disabled: break;  // decided above
+    }
+    return reject(Rejection::Open, 0, now);  // unreachable
+  }
+
+  template <typename Gone>
+  Admission take_probe(Nanos now, Nanos probe_lease, std::uint32_t owner,
+                       Gone& gone) noexcept {
     BreakerState& s = st();
+    if constexpr (!std::is_same_v<std::decay_t<Gone>, NobodyGone>) {
+      if (probes_full(s, settings_)) s.totals.released += s.probes.free_owned_by(gone);
+    }
     if (probes_full(s, settings_)) {
       return reject(Rejection::HalfOpenFull, probe_retry_after(s, now), now);
     }

@@ -72,7 +72,7 @@ inline std::string segment_file_name(std::string_view name) {
 }
 
 // The breaker name a segment file name stands for, or nullopt when `file`
-// is not such a name.
+// is not such a name (not exactly as segment_file_name() writes it).
 inline std::optional<std::string> segment_breaker_name(std::string_view file) {
   if (file.size() < 3 || file.substr(0, 3) != "cb-") return std::nullopt;
   const auto digit = [](char c) -> int {
@@ -92,6 +92,10 @@ inline std::optional<std::string> segment_breaker_name(std::string_view file) {
     out += static_cast<char>(digit(file[i + 1]) * 16 + digit(file[i + 2]));
     i += 2;
   }
+  // Only the one spelling segment_file_name() writes: "cb-%61", "cb-%2f" or
+  // "cb-a b" would otherwise stand for a breaker ("a", "/", "a b") whose
+  // segment is another file.
+  if (segment_file_name(out) != file) return std::nullopt;
   return out;
 }
 
@@ -162,14 +166,17 @@ class HostBreaker {
         return *a;
       }
     }
-    const std::uint32_t owner = tracks_owners_ ? current_process_id() : 0;
-    if (owner == 0 && probe_lease == kNever) probe_lease = settings().recovery_timeout;
-    Admission a = breaker_->acquire(now, probe_lease, owner);
-    if (!a.permitted && a.rejection == Rejection::HalfOpenFull && tracks_owners_ &&
-        breaker_->free_abandoned_probes(process_gone, now) > 0) {
-      a = breaker_->acquire(now, probe_lease, owner);
+    if (!tracks_owners_) {
+      // A synchronous call (no deadline: kNever or any negative lease) gets
+      // recovery_timeout: nobody could free its probe if it died.
+      if (probe_lease == kNever || probe_lease < 0) {
+        probe_lease = settings().recovery_timeout;
+      }
+      return breaker_->acquire(now, probe_lease, 0);
     }
-    return a;
+    // Dead owners' slots are freed inside this one decision (when half-open
+    // is full), so the call counts as rejected only if it is.
+    return breaker_->acquire(now, probe_lease, current_process_id(), process_gone);
   }
 
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for = -1) noexcept {

@@ -402,7 +402,10 @@ class SegmentLock {
         RobustMutex::LockResult::Failed) {
       failing_ = true;
       ++failures_;
-      std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[0], sizeof scratch_);
+      // From the last committed state, so that what a broken breaker still
+      // reports (a snapshot for the error) is that state.
+      const std::uint32_t c = seg_->control.committed.load(std::memory_order_acquire);
+      std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[c & 1u], sizeof scratch_);
     }
   }
 
