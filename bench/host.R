@@ -11,17 +11,19 @@
 # 2. cb$execute(function() "ok", function() "fallback") in OPEN (tripped by
 #    failures, recovery_timeout = 1e6), in-process vs host-shared.
 #    Budget: host at most 1.5x in-process.
-#    1 and 2 are bench::mark medians, in CB_BENCH_RUNS (4) runs whose order
-#    alternates (in-process first, then host first); the table gives each
-#    run, the median and the range.
+#    1 and 2 are bench::mark medians (CB_BENCH_ITERATIONS, 200,000, per
+#    expression), in CB_BENCH_RUNS (4) runs whose order alternates
+#    (in-process first, then host first); the table gives each run, the
+#    median and the range.
 # 3. Throughput: N = 1, 2 and 4 R processes (callr::r_bg) each call
 #    cb$execute(function() "ok") in a tight loop for CB_BENCH_SECONDS (3) s
 #    of wall time from a common start (a file naming the start time), on one
 #    host-shared breaker, and, as the no-sharing baseline, each on its own
 #    in-process breaker; CB_BENCH_ROUNDS (4) rounds, alternating which kind
-#    goes first and the order of N. Total calls/s and calls per CPU-second; budget: 4 processes
-#    on the shared breaker at least 2x one process. The machine has 2 cores,
-#    so 2x is the ceiling: 4 processes share 2 cores. Afterwards the shared
+#    goes first and the order of N. Total calls/s, calls per CPU-second, and
+#    the CPU that other processes used meanwhile. Budget: 4 processes on the
+#    shared breaker at least 2x one process. The machine has 2 cores, so 2x
+#    is the ceiling: 4 processes share 2 cores. Afterwards the shared
 #    breaker's $metrics()$calls must equal the sum of the calls the
 #    processes counted (no call lost or counted twice under contention).
 #
