@@ -117,7 +117,8 @@ main <- function() {
     open_process$execute(function() "ok", function() "fallback")
     open_host$execute(function() "ok", function() "fallback")
   }
-  stopifnot(open_process$state == "OPEN", open_host$state == "OPEN",
+  stopifnot(identical(tryCatch(f(), error = function(e) fb()), 1),
+            open_process$state == "OPEN", open_host$state == "OPEN",
             identical(closed_host$execute(function() "ok"), "ok"),
             identical(open_host$execute(function() "ok", function() "fallback"), "fallback"))
 
@@ -238,7 +239,9 @@ main <- function() {
       sprintf("%s in %d of %d rounds (%s calls in all)",
               if (all(rows$metrics_calls == rows$counted)) "equal" else "**DIFFERENT**",
               sum(rows$metrics_calls == rows$counted), nrow(rows), fmt_n(sum(rows$counted)))
-    } else "-"
+    } else {
+      "-"
+    }
     paste0("| ", if (kind == "host") "host-shared (one for all)" else "in-process (one each)", " | ", n,
            " | **", fmt_n(median(rows$rate)), "** (", fmt_range(rows$rate, fmt_n), ") | ",
            fmt_x(median(vs_one)), " (", fmt_range(vs_one, fmt_x), ") | ",
@@ -267,9 +270,11 @@ main <- function() {
     "|---|", strrep("---|", runs + 4), "\n",
     ratio_row("CLOSED: host / in-process", closed_ratio, 1.3), "\n",
     ratio_row("OPEN with fallback: host / in-process", open_ratio, 1.5), "\n",
-    sprintf("\nThroughput: N processes calling cb$execute(function() \"ok\") for %g s of wall time each, from a common start; %d rounds:\n\n",
-            seconds, rounds),
-    "| breaker | N | calls/s: median (range) | vs N = 1, median (range) | vs in-process, same N | calls per CPU-second | fewest / most calls of a process | CPU share per process | of it in the kernel | other processes' load, cores | shared $metrics()$calls vs sum counted |\n",
+    sprintf(paste("\nThroughput: N processes calling cb$execute(function() \"ok\") for %g s of wall time",
+                  "each, from a common start; %d rounds:\n\n"), seconds, rounds),
+    "| breaker | N | calls/s: median (range) | vs N = 1, median (range) | vs in-process, same N ",
+    "| calls per CPU-second | fewest / most calls of a process | CPU share per process | of it in the kernel ",
+    "| other processes' load, cores | shared $metrics()$calls vs sum counted |\n",
     "|---|---|", strrep("---|", 9), "\n",
     paste0(c(vapply(process_counts, function(n) tp_row("process", n), ""),
              vapply(process_counts, function(n) tp_row("host", n), "")), "\n"),
@@ -277,7 +282,8 @@ main <- function() {
             fmt_x(median(closed_ratio)), verdict(median(closed_ratio) <= 1.3)),
     sprintf("OPEN with fallback: host %s the in-process breaker (budget <= 1.5x): %s\n",
             fmt_x(median(open_ratio)), verdict(median(open_ratio) <= 1.5)),
-    sprintf("4 processes on one host-shared breaker: %s the calls/s of one (range %s; budget >= 2x, the ceiling on %d cores): %s\n",
+    sprintf(paste("4 processes on one host-shared breaker: %s the calls/s of one (range %s;",
+                  "budget >= 2x, the ceiling on %d cores): %s\n"),
             fmt_x(median(ratio4)), fmt_range(ratio4, fmt_x), parallel::detectCores(),
             verdict(median(ratio4) >= 2)),
     sprintf("  (in-process breakers, no sharing: %s, range %s)\n", fmt_x(median(ratio4_process)),
