@@ -178,13 +178,18 @@ store_segment_path <- function(store, name, call) {
   file.path(store$path, file)
 }
 
+check_host_store <- function(store, call = rlang::caller_env()) {
+  if (!inherits(store, "circuit_breaker_store_host")) {
+    abort_bad_argument("store", "a store from `breaker_store_host()`", store, call = call)
+  }
+  store
+}
+
 #' @rdname breaker_store_host
 #' @export
 breaker_store_unlink <- function(name, store = breaker_store_host()) {
   check_string(name)
-  if (!inherits(store, "circuit_breaker_store_host")) {
-    abort_bad_argument("store", "a store from `breaker_store_host()`", store)
-  }
+  check_host_store(store)
   path <- store_segment_path(store, name, call = rlang::current_call())
   invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
 }
@@ -192,32 +197,24 @@ breaker_store_unlink <- function(name, store = breaker_store_host()) {
 #' @rdname breaker_store_host
 #' @export
 breaker_store_segments <- function(store = breaker_store_host()) {
-  if (!inherits(store, "circuit_breaker_store_host")) {
-    abort_bad_argument("store", "a store from `breaker_store_host()`", store)
-  }
+  check_host_store(store)
   files <- list.files(store$path, pattern = "^cb-", all.files = TRUE)
   names <- cb_segment_breaker_names(files)
   files <- files[!is.na(names)]
   names <- names[!is.na(names)]
   info <- lapply(file.path(store$path, files), cb_segment_info)
   column <- function(field, type) vapply(info, function(i) i[[field]], type)
-  creator <- column("creator_pid", numeric(1))
   data.frame(
     name = names,
     file = file.path(store$path, files),
     status = column("status", character(1)),
     state = column("state", character(1)),
-    creator_pid = creator,
-    creator_alive = vapply(creator, process_alive, logical(1)),
+    creator_pid = column("creator_pid", numeric(1)),
+    creator_alive = column("creator_alive", logical(1)),
     seconds_since_created = column("seconds_since_created", numeric(1)),
     bytes = column("bytes", numeric(1)),
     stringsAsFactors = FALSE
   )
-}
-
-process_alive <- function(pid) {
-  if (is.na(pid)) return(NA)
-  file.exists(file.path("/proc", pid))
 }
 
 # Raised by the binding when a host segment cannot be opened or attached.

@@ -73,15 +73,17 @@ SEXP cb_host_info(SEXP ptr) {
 
 // Reads a segment file without attaching to it (nothing is created or
 // written): its status, and when it is a segment of this layout, its state
-// and creator. For listing a store's directory.
+// and creator. For listing a store's directory; the judgement is the core's
+// inspect_segment().
 // [[Rcpp::export(rng = false)]]
 SEXP cb_segment_info(SEXP path) {
   if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 ||
       STRING_ELT(path, 0) == NA_STRING) {
     cbr::abort_argument("path", "a single string", path);
   }
-  std::string status = "ok";
+  std::string status;
   double creator = NA_REAL, age = NA_REAL, size = NA_REAL;
+  int alive = NA_LOGICAL;
   bool has_state = false;
   circuitbreaker::AdmissionView view;
   circuitbreaker::SegmentMapping map;
@@ -90,20 +92,19 @@ SEXP cb_segment_info(SEXP path) {
     status = std::string("unreadable: ") + std::strerror(err);
   } else {
     size = static_cast<double>(map.size());
-    const Segment* seg = map.segment();
-    if (map.size() < sizeof(Segment)) {
-      status = "truncated";
-    } else if (seg->header.magic.load() != circuitbreaker::segment_magic_word() ||
-               seg->header.init_state.load() !=
-                   static_cast<std::uint32_t>(circuitbreaker::InitState::Ready)) {
-      status = "not a segment";
-    } else if (seg->header.layout_version != circuitbreaker::kSegmentLayoutVersion ||
-               seg->header.layout_check != circuitbreaker::segment_layout_check()) {
-      status = "other layout";
-    } else {
-      creator = static_cast<double>(seg->header.creator_pid);
-      age = seconds_since(seg->header.created_at);
-      has_state = seg->read_admission(view);
+    switch (circuitbreaker::inspect_segment(map.data(), map.size())) {
+      case SegmentStatus::TooSmall: status = "truncated"; break;
+      case SegmentStatus::WrongLayout: status = "other layout"; break;
+      case SegmentStatus::Attached: {
+        status = "ok";
+        const Segment& seg = *map.segment();
+        creator = static_cast<double>(seg.header.creator_pid);
+        age = seconds_since(seg.header.created_at);
+        if (const auto a = circuitbreaker::segment_creator_alive(seg.header)) alive = *a;
+        has_state = seg.read_admission(view);
+        break;
+      }
+      default: status = "not a segment";
     }
   }
   return Rcpp::List::create(
@@ -111,6 +112,7 @@ SEXP cb_segment_info(SEXP path) {
       Rcpp::Named("state") = has_state
                                  ? Rcpp::String(circuitbreaker::state_name(view.state))
                                  : Rcpp::String(NA_STRING),
-      Rcpp::Named("creator_pid") = creator, Rcpp::Named("seconds_since_created") = age,
-      Rcpp::Named("bytes") = size);
+      Rcpp::Named("creator_pid") = creator,
+      Rcpp::Named("creator_alive") = Rf_ScalarLogical(alive),
+      Rcpp::Named("seconds_since_created") = age, Rcpp::Named("bytes") = size);
 }

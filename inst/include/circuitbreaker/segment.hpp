@@ -86,6 +86,7 @@
 #include <cstring>
 #include <string_view>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -542,6 +543,44 @@ inline bool segment_ok(SegmentStatus s) noexcept {
   return s == SegmentStatus::Created || s == SegmentStatus::Attached;
 }
 
+// A header whose init word says Ready: Corrupt (no magic), WrongLayout
+// (made by a build with another layout or API version), else Attached.
+inline SegmentStatus ready_header_status(const SegmentHeader& h) noexcept {
+  if (h.magic.load(std::memory_order_acquire) != segment_magic_word()) {
+    return SegmentStatus::Corrupt;
+  }
+  if (h.layout_version != kSegmentLayoutVersion ||
+      h.layout_check != segment_layout_check() || h.total_size != sizeof(Segment)) {
+    return SegmentStatus::WrongLayout;
+  }
+  return SegmentStatus::Attached;
+}
+
+// What a mapped segment file is, read without attaching, waiting or writing
+// (for listing a store): TooSmall, Corrupt (not a finished segment, or a
+// bad slot index), WrongLayout, or Attached (a segment of this layout).
+inline SegmentStatus inspect_segment(const void* mapping, std::size_t size) noexcept {
+  if (mapping == nullptr || size < sizeof(Segment)) return SegmentStatus::TooSmall;
+  const Segment& seg = *static_cast<const Segment*>(mapping);
+  if (seg.header.init_state.load(std::memory_order_acquire) !=
+      static_cast<std::uint32_t>(InitState::Ready)) {
+    return SegmentStatus::Corrupt;
+  }
+  const SegmentStatus st = ready_header_status(seg.header);
+  if (st != SegmentStatus::Attached) return st;
+  if (seg.control.committed.load(std::memory_order_acquire) > 1)
+    return SegmentStatus::Corrupt;
+  return st;
+}
+
+// Whether the process that created a segment is alive; nullopt when this
+// process cannot tell (the creator is in another pid namespace).
+inline std::optional<bool> segment_creator_alive(const SegmentHeader& h) noexcept {
+  if (h.creator_pid <= 0 || h.creator_pid_namespace != pid_namespace_id())
+    return std::nullopt;
+  return !process_gone(static_cast<std::uint32_t>(h.creator_pid));
+}
+
 // Initialises the segment at `mapping` (`size` bytes, zero-filled when new,
 // aligned as a page) if nobody did, else checks it: layout, configuration,
 // integrity. Exactly one of several concurrent callers on a fresh mapping
@@ -640,10 +679,9 @@ inline SegmentStatus init_or_attach(
     }
     if (taken_over) continue;
     if (st != kReady) return SegmentStatus::Corrupt;
-    if (h.magic.load(std::memory_order_acquire) != magic) return SegmentStatus::Corrupt;
-    if (h.layout_version != kSegmentLayoutVersion ||
-        h.layout_check != segment_layout_check() || h.total_size != sizeof(Segment)) {
-      return SegmentStatus::WrongLayout;
+    if (const SegmentStatus ready = ready_header_status(h);
+        ready != SegmentStatus::Attached) {
+      return ready;
     }
     if (h.boot != this_boot) {
       // Made before this boot: nobody of this boot uses it (whoever attached
