@@ -36,19 +36,6 @@ spec <- list(
   help = list(env = NA_character_, flag = TRUE)
 )
 
-usage <- function(status) {
-  # The comment block at the top of this file.
-  lines <- readLines(this_file, warn = FALSE)
-  header <- lines[seq_len(which(!startsWith(lines, "#"))[[1]] - 1L)]
-  cat(sub("^# ?", "", header), sep = "\n")
-  quit(save = "no", status = status)
-}
-
-bad_option <- function(...) {
-  cat("run.R: ", ..., "\n", "Try --help.\n", sep = "", file = stderr())
-  quit(save = "no", status = 2)
-}
-
 # This file's path: Rscript passes it as --file=; source() keeps it in `ofile`.
 this_file <- local({
   file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
@@ -60,49 +47,20 @@ this_file <- local({
   }
 })
 this_file <- gsub("~+~", " ", this_file, fixed = TRUE)  # how Rscript passes spaces
+# usage(), bad_option(), parse_options(), as_flag():
+source(file.path(dirname(this_file), "..", "script-options.R"))
 
-parse_options <- function(args) {
-  values <- list()
-  for (name in names(spec)) {
-    env <- spec[[name]]$env
-    if (!is.na(env) && nzchar(Sys.getenv(env))) values[[name]] <- Sys.getenv(env)
-  }
-  i <- 1L
-  while (i <= length(args)) {
-    arg <- args[[i]]
-    if (!startsWith(arg, "--")) bad_option("unexpected argument \"", arg, "\"")
-    name <- sub("^--", "", sub("=.*$", "", arg))
-    if (!name %in% names(spec)) bad_option("unknown option --", name)
-    if (grepl("=", arg, fixed = TRUE)) {
-      value <- sub("^[^=]*=", "", arg)
-    } else if (spec[[name]]$flag) {
-      value <- "true"
-    } else {
-      if (i == length(args)) bad_option("--", name, " needs a value")
-      i <- i + 1L
-      value <- args[[i]]
-    }
-    values[[name]] <- value
-    i <- i + 1L
-  }
-  values
-}
-
-as_flag <- function(value, name) {
-  if (is.null(value)) return(FALSE)
-  flag <- switch(tolower(value), "true" = , "1" = , "yes" = TRUE, "false" = , "0" = , "no" = FALSE, NA)
-  if (is.na(flag)) bad_option("--", name, " must be true or false, not \"", value, "\"")
-  flag
-}
-
+# bad_option() comes from script-options.R, which lintr does not follow.
+# nolint start: object_usage_linter.
 as_number <- function(value, name) {
   number <- suppressWarnings(as.numeric(strsplit(value, ",", fixed = TRUE)[[1]]))
   if (!length(number) || anyNA(number)) bad_option("--", name, " must be a number, not \"", value, "\"")
   number
 }
+# nolint end
 
-values <- parse_options(commandArgs(TRUE))
-if (as_flag(values$help, "help")) usage(0)
+values <- parse_options(commandArgs(TRUE), spec)
+if (as_flag(values$help, "help")) usage(0, this_file)
 
 args <- list(plot_file = values$plot, quiet = as_flag(values$quiet, "quiet"))
 if (!is.null(values$phases)) {
