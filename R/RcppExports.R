@@ -117,3 +117,15 @@ cb_segment_info <- function(path) {
     .Call(`_circuitbreaker_cb_segment_info`, path)
 }
 
+cb_redis_available <- function() {
+    .Call(`_circuitbreaker_cb_redis_available`)
+}
+
+cb_redis_parse_url <- function(url) {
+    .Call(`_circuitbreaker_cb_redis_parse_url`, url)
+}
+
+cb_redis_ping <- function(url, timeout) {
+    .Call(`_circuitbreaker_cb_redis_ping`, url, timeout)
+}
+

@@ -159,6 +159,13 @@ check_store <- function(x, arg = "store", call = rlang::caller_env()) {
 # The segment file of breaker `name` in a host store, or NULL for the process
 # store. A shared breaker needs a name: it is how processes find each other.
 store_segment_path <- function(store, name, call) {
+  if (identical(store$kind, "redis")) {
+    cli::cli_abort(
+      "Breakers cannot use the Redis store yet: it is in development.",
+      class = c("circuit_breaker_store_unavailable", "circuit_breaker_store_error", "circuit_breaker_error"),
+      call = call
+    )
+  }
   if (is.null(store) || !identical(store$kind, "host")) return(NULL)
   if (is.null(name)) {
     cli::cli_abort(

@@ -302,6 +302,36 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_redis_available
+bool cb_redis_available();
+RcppExport SEXP _circuitbreaker_cb_redis_available() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_redis_available());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_redis_parse_url
+SEXP cb_redis_parse_url(SEXP url);
+RcppExport SEXP _circuitbreaker_cb_redis_parse_url(SEXP urlSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_parse_url(url));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_redis_ping
+SEXP cb_redis_ping(SEXP url, double timeout);
+RcppExport SEXP _circuitbreaker_cb_redis_ping(SEXP urlSEXP, SEXP timeoutSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
+    Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_ping(url, timeout));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 RcppExport SEXP cb_acquire(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_record(SEXP, SEXP, SEXP, SEXP);
@@ -337,6 +367,9 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_store_kind", (DL_FUNC) &_circuitbreaker_cb_store_kind, 1},
     {"_circuitbreaker_cb_host_info", (DL_FUNC) &_circuitbreaker_cb_host_info, 1},
     {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
+    {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
+    {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
+    {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
     {"cb_acquire", (DL_FUNC) &cb_acquire, 4},
     {"cb_record",  (DL_FUNC) &cb_record,  4},
     {"cb_release", (DL_FUNC) &cb_release, 2},

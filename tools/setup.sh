@@ -20,9 +20,11 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 # Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
 # promtool (in Debian's prometheus) to validate the metrics endpoint,
 # Chromium for the one real-browser test of the Shiny app, and clang-format-14
-# for tools/lint.sh's check of the C++ formatting.
-system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14)
-system_commands=(g++ make pandoc promtool chromium clang-format-14)
+# for tools/lint.sh's check of the C++ formatting; hiredis (the Redis store's
+# client library, found by ./configure) and redis-server (started by the
+# Redis store's tests on 127.0.0.1, a random port).
+system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server)
+system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
 # libFuzzer target (tests/cpp, `make fuzz`).
 if [ "${CB_SETUP_HARDENING:-0}" = 1 ]; then
@@ -42,6 +44,7 @@ missing_r_packages() {
 missing=$(missing_r_packages "${r_packages[@]}")
 need_system=${need_fuzzer:-0}
 [ -f /usr/include/catch2/catch.hpp ] || need_system=1
+[ -f /usr/include/hiredis/hiredis.h ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
 if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
@@ -61,7 +64,7 @@ fi
 
 # The package itself, rebuilt from scratch (headers are not tracked by R's
 # make) whenever its sources differ from the installed copy.
-hash=$(cat DESCRIPTION NAMESPACE $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
+hash=$(cat DESCRIPTION NAMESPACE configure $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
 installed=$(Rscript --vanilla -e 'f <- system.file("source-hash", package = "circuitbreaker"); if (nzchar(f)) cat(readLines(f))' 2>/dev/null || true)
 if [ "$hash" != "$installed" ]; then
   echo "setup: installing circuitbreaker from source"

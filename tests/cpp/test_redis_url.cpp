@@ -61,13 +61,27 @@ TEST_CASE("redis URLs: host, port, database, credentials", "[redis-url]") {
 }
 
 TEST_CASE("redis URLs: what is refused, with a reason", "[redis-url]") {
-  for (const char* url :
-       {"", "http://127.0.0.1", "redis:/127.0.0.1", "redis://", "redis://:6379",
-        "redis://127.0.0.1:", "redis://127.0.0.1:0", "redis://127.0.0.1:65536",
-        "redis://127.0.0.1:port", "redis://127.0.0.1/x", "redis://127.0.0.1/1/2",
-        "redis://127.0.0.1/-1", "redis://127.0.0.1?db=1", "redis://h#f", "redis://[::1",
-        "redis://[::1]x", "redis://[::1]:", "redis://%zz@h", "redis://u:%4@h",
-        "redis://h o st", "redis://127.0.0.1:99999999999999"}) {
+  for (const char* url : {"",
+                          "http://127.0.0.1",
+                          "redis:/127.0.0.1",
+                          "redis://",
+                          "redis://:6379",
+                          "redis://127.0.0.1:",
+                          "redis://127.0.0.1:0",
+                          "redis://127.0.0.1:65536",
+                          "redis://127.0.0.1:port",
+                          "redis://127.0.0.1/x",
+                          "redis://127.0.0.1/1/2",
+                          "redis://127.0.0.1/-1",
+                          "redis://127.0.0.1?db=1",
+                          "redis://h#f",
+                          "redis://[::1",
+                          "redis://[::1]x",
+                          "redis://[::1]:",
+                          "redis://%zz@h",
+                          "redis://u:%4@h",
+                          "redis://h o st",
+                          "redis://127.0.0.1:99999999999999"}) {
     INFO(url);
     CHECK(refused(url));
   }

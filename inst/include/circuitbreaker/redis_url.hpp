@@ -101,7 +101,8 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     const std::string_view cred = rest.substr(0, at);
     rest = rest.substr(at + 1);
     const std::size_t colon = cred.find(':');
-    const std::string_view user = colon == std::string_view::npos ? cred : cred.substr(0, colon);
+    const std::string_view user =
+        colon == std::string_view::npos ? cred : cred.substr(0, colon);
     if (!decode(user, out.username)) {
       return "a redis:// URL whose user name is percent-encoded correctly";
     }
@@ -121,7 +122,8 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     host = rest.substr(1, close - 1);
     const std::string_view after = rest.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') return "a redis:// URL with ':port' after the IPv6 address";
+      if (after.front() != ':')
+        return "a redis:// URL with ':port' after the IPv6 address";
       port = after.substr(1);
       if (port.empty()) return "a redis:// URL with a port number after ':'";
     }
@@ -133,10 +135,12 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
       if (port.empty()) return "a redis:// URL with a port number after ':'";
     }
   }
-  if (host.empty()) return "a redis:// URL with a host, such as \"redis://127.0.0.1:6379/0\"";
+  if (host.empty())
+    return "a redis:// URL with a host, such as \"redis://127.0.0.1:6379/0\"";
   for (const char c : host) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == ':';
+                    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' ||
+                    c == ':';
     if (!ok) return "a redis:// URL whose host is a name or an IP address";
   }
   out.host = std::string(host);
@@ -146,7 +150,8 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     out.port = static_cast<int>(v);
   }
   if (!path.empty()) {
-    if (!number(path, 0, 1000000, v)) return "a redis:// URL whose database (the path) is a whole number";
+    if (!number(path, 0, 1000000, v))
+      return "a redis:// URL whose database (the path) is a whole number";
     out.db = static_cast<int>(v);
   }
   return nullptr;
