@@ -129,3 +129,19 @@ cb_redis_ping <- function(url, timeout) {
     .Call(`_circuitbreaker_cb_redis_ping`, url, timeout)
 }
 
+cb_fleet_info <- function(ptr) {
+    .Call(`_circuitbreaker_cb_fleet_info`, ptr)
+}
+
+cb_fleet_shutdown <- function(wait) {
+    invisible(.Call(`_circuitbreaker_cb_fleet_shutdown`, wait))
+}
+
+cb_redis_connect <- function(url, timeout) {
+    .Call(`_circuitbreaker_cb_redis_connect`, url, timeout)
+}
+
+cb_redis_call <- function(conn, args) {
+    .Call(`_circuitbreaker_cb_redis_call`, conn, args)
+}
+

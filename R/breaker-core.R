@@ -128,7 +128,9 @@ breaker_config <- function(core) {
 }
 
 breaker_metrics <- function(core) {
-  c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr))
+  m <- c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr))
+  if (identical(m$store, "redis")) m <- c(m, fleet_metrics(core$ptr))
+  m
 }
 
 breaker_transitions <- function(core) {

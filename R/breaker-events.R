@@ -104,7 +104,7 @@ emit_transitions <- function(core) {
 # (it costs one read of the log). The loop holds the core weakly and stops
 # when the core is gone or has no listeners left.
 watch_shared_transitions <- function(core) {
-  if (isTRUE(core$watching) || !identical(cb_store_kind(core$ptr), "host") ||
+  if (isTRUE(core$watching) || !cb_store_kind(core$ptr) %in% c("host", "redis") ||
       !requireNamespace("later", quietly = TRUE)) {
     return(invisible())
   }

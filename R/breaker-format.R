@@ -3,6 +3,7 @@
 format_breaker <- function(m, config) {
   label <- if (is.na(m$name)) "<CircuitBreaker>" else paste0("<CircuitBreaker> ", m$name)
   if (identical(m$store, "host")) label <- paste0(label, " (host-shared)")
+  if (identical(m$store, "redis")) label <- paste0(label, " (fleet-shared, ", m$mode, ")")
   threshold <- if (is.infinite(config$failure_threshold)) "off" else format(config$failure_threshold)
   lines <- c(
     paste0(label, ": ", m$state),

@@ -36,3 +36,8 @@ utils::globalVariables(c("ptr", "core", "self"))
   the$rejection_names <- cb_rejection_names()
   install_breaker_formals(topenv(), table)
 }
+
+.onUnload <- function(libpath) {
+  # The Redis store's sync threads must end before the library is unloaded.
+  cb_fleet_shutdown(2)
+}

@@ -152,24 +152,21 @@ print.circuit_breaker_store <- function(x, ...) {
 
 check_store <- function(x, arg = "store", call = rlang::caller_env()) {
   if (is.null(x) || inherits(x, "circuit_breaker_store")) return(x)
-  abort_bad_argument(arg, "NULL or a store from `breaker_store_host()` or `breaker_store_process()`",
-                     x, call = call)
+  abort_bad_argument(
+    arg, "NULL or a store from `breaker_store_host()`, `breaker_store_redis()` or `breaker_store_process()`",
+    x, call = call
+  )
 }
 
-# The segment file of breaker `name` in a host store, or NULL for the process
-# store. A shared breaker needs a name: it is how processes find each other.
+# Where breaker `name` lives, for cb_create(): NULL for the process store,
+# the segment file's path in a host store, or the fleet's connection details
+# for a Redis store. A shared breaker needs a name: it is how processes find
+# each other.
 store_segment_path <- function(store, name, call) {
-  if (identical(store$kind, "redis")) {
-    cli::cli_abort(
-      "Breakers cannot use the Redis store yet: it is in development.",
-      class = c("circuit_breaker_store_unavailable", "circuit_breaker_store_error", "circuit_breaker_error"),
-      call = call
-    )
-  }
-  if (is.null(store) || !identical(store$kind, "host")) return(NULL)
+  if (is.null(store) || identical(store$kind, "process")) return(NULL)
   if (is.null(name)) {
     cli::cli_abort(
-      c("A host-shared breaker needs a {.arg name}.",
+      c("A shared breaker ({store$kind} store) needs a {.arg name}.",
         i = "Processes that give the same name (and store) share one breaker."),
       class = c("circuit_breaker_store_needs_name", "circuit_breaker_store_error",
                 "circuit_breaker_error", "circuit_breaker_invalid_argument"),
@@ -177,6 +174,7 @@ store_segment_path <- function(store, name, call) {
       call = call
     )
   }
+  if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
   file <- cb_segment_file_name(name)
   if (is.null(file)) {
     abort_bad_argument("name", "a name of at most about 250 bytes for a host-shared breaker", name,
@@ -263,13 +261,14 @@ abort_host_broken <- function(path, call = NULL) {
   )
 }
 
-# Raised by $configure() on a host-shared breaker for the core's arguments.
+# Raised by $configure() on a shared (host or Redis) breaker for the core's
+# arguments.
 abort_host_configure <- function(arguments, call = NULL) {
   cli::cli_abort(
-    c("The rule arguments of a host-shared breaker cannot be changed: {.arg {arguments}}.",
+    c("The rule arguments of a shared breaker cannot be changed: {.arg {arguments}}.",
       i = "They are the shared breaker's identity; every process must agree on them.",
-      i = paste("Stop the processes, remove the segment with {.fn breaker_store_unlink},",
-                "and create the breaker again with the new arguments.")),
+      i = paste("Stop the processes, remove the shared state ({.fn breaker_store_unlink} for a host store,",
+                "the breaker's keys for a Redis store), and create the breaker again with the new arguments.")),
     class = c("circuit_breaker_store_configure", "circuit_breaker_store_error", "circuit_breaker_error"),
     arguments = arguments,
     call = call

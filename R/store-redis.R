@@ -1,32 +1,116 @@
 #' @include checks.R conditions.R
 NULL
 
-#' Breakers shared by a fleet of hosts through Redis (in development)
+#' Breakers shared by a fleet of hosts through Redis
 #'
 #' @description
-#' `breaker_store_redis()` describes where a fleet-wide breaker's state lives:
-#' a Redis server, with every key of a breaker under `prefix`. This version
-#' checks the arguments and the client library, and `breaker_store_redis_ping()`
-#' checks that the server answers within `timeout`; breakers cannot use the
-#' store yet (`circuit_breaker(store = )` says so).
+#' `breaker_store_redis()` describes a store for breakers that every process
+#' of a fleet shares (containers behind a load balancer, Posit Connect on
+#' several nodes): give it as `store` to [circuit_breaker()] with a `name`,
+#' to [breaker_for()], or in `options(circuitbreaker.defaults = )`. Processes
+#' that give the same name, the same server, prefix and rule arguments share
+#' one breaker: one trip, one open period, and exactly `half_open_max_calls`
+#' probes across the fleet.
 #'
+#' `breaker_store_redis_ping()` checks that the server answers within
+#' `timeout`.
+#'
+#' @section No round trip on the hot path:
+#' In CLOSED and OPEN a call never talks to Redis. Each process keeps a local
+#' copy of every shared breaker and admits and records on it, as a breaker of
+#' this process would. A background C++ thread (one per store and process; it
+#' never calls R) sends what happened once every `sync_interval` seconds: one
+#' `EVALSHA` for all of the process's breakers of the store. The script keeps
+#' the fleet's counts and window, decides on the fleet's totals, and answers
+#' with the fleet's state, which the local copy takes on. A transition is
+#' also published (pub/sub), so the other processes sync at once; the
+#' regular sync is the safety net, since pub/sub drops messages across a
+#' reconnect.
+#'
+#' Only a half-open probe pays a round trip: before it goes out it takes a
+#' fleet-wide lease (`SET ... NX PX` with a token of its own, in a script),
+#' so that exactly `half_open_max_calls` probes go out across the fleet. A
+#' call that gets no lease is rejected as `half_open_full`. The lease lasts
+#' `half_open_max_wait` if set, else `recovery_timeout` (at least a second),
+#' so that a process killed while probing frees it by expiring.
+#'
+#' @section What counts the whole fleet:
+#' `failure_threshold` and `minimum_calls` count the fleet's calls: five
+#' consecutive failures may be two in one process and three in another. Rates
+#' (`failure_rate_threshold`, `slow_call_rate_threshold`) are rates, so they
+#' are unaffected. A process also applies its own rules to its own calls
+#' between two syncs; when they open its copy, the fleet opens too (if it has
+#' not moved on meanwhile). So a dead downstream costs at most about
+#' `failure_threshold` calls plus the calls made in one `sync_interval`,
+#' whatever the number of processes.
+#'
+#' The shared times come from Redis `TIME` and replies carry durations
+#' ("opened 2.1 s ago, for 30 s"), so the hosts' clocks need not agree.
+#'
+#' Manual control is fleet-wide: `$force_open()`, `$disable()` and `$reset()`
+#' in one process apply to every process at its next sync. Listeners in every
+#' process hear the fleet's transitions: on the next call, or through `later`
+#' while an event loop runs (`circuitbreaker.host_poll_interval`, 0.5 s).
+#'
+#' The rule arguments are the breaker's identity: a process that gives other
+#' values gets an error of class `circuit_breaker_store_wrong_config` naming
+#' the first one that differs, and `$configure()` refuses them (as for
+#' [breaker_store_host()]). The fallback, listeners, `failure_when`, `ignore`,
+#' `timeout` and `failure_statuses` stay each process's own.
+#'
+#' @section When Redis is down, hung or cut off:
+#' Every command is bounded by `timeout`. The link to Redis has a breaker of
+#' its own: after a failed round trip nothing waits on Redis until it lets a
+#' retry through (after 0.25 s, doubling to at most 5 s). Meanwhile each
+#' process runs every breaker on its local rules (mode `"local"`), and no call
+#' waits longer than `timeout` (only a half-open probe ever waits, for its
+#' lease). The counts made meanwhile are sent on reconnect; the later
+#' open-until and the higher generation win, and the process takes on the
+#' fleet's state. A report retried after a timeout is applied once (reports
+#' carry ids). A Redis restarted empty is rebuilt from the processes' reports.
+#'
+#' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
+#' since the last good sync), `last_sync` (its time) and the fleet's counts;
+#' so do [breaker_status()], the plumber status route and the Prometheus
+#' metrics (`circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`).
+#'
+#' @section Keys:
+#' Every key of a breaker starts with `{prefix:name}` (a Redis Cluster hash
+#' tag, so a breaker's keys stay in one slot): the hash `{prefix:name}`, its
+#' window `{prefix:name}:w`, probe leases `{prefix:name}:p:<slot>` and report
+#' marks `{prefix:name}:b:<id>`. They expire after a day without a report.
+#' Transitions are published on `{prefix}:events`. One sync covers several
+#' breakers, so Redis Cluster is not supported yet (a sync would have to be
+#' split by slot); nor is TLS (`rediss://`), which may come later.
+#'
+#' @section Requirements:
 #' The client library is hiredis, found when the package is installed
 #' (Debian and Ubuntu: `apt-get install libhiredis-dev`; Fedora:
 #' `dnf install hiredis-devel`; macOS: `brew install hiredis`; then install
 #' the package again). Without it, `breaker_store_redis()` raises an error of
-#' class `circuit_breaker_store_unavailable` that says so. TLS (`rediss://`)
-#' is not supported yet.
+#' class `circuit_breaker_store_unavailable` that says so. A process that
+#' forks (`parallel::mcparallel()`) does not take the sync thread with it:
+#' use separate processes (callr, future's multisession, plumber workers).
 #'
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL.
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
-#' @param sync_interval Seconds between two synchronisations with Redis.
-#' @param timeout Seconds any one Redis command may take.
+#' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
+#' @param timeout Seconds any one round trip to Redis may take (connecting
+#'   included), from 0.001 to 60.
 #' @param store A store from `breaker_store_redis()`.
 #' @return `breaker_store_redis()`: a store object. `breaker_store_redis_ping()`:
 #'   `TRUE` when the server answered `PONG` within `timeout`, else `FALSE` with
 #'   the reason as the attribute `"message"`.
-#' @keywords internal
+#' @seealso [breaker_store_host()] for the processes of one host.
+#' @examples
+#' \dontrun{
+#' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
+#' cb <- circuit_breaker(name = "payments", store = fleet, failure_threshold = 5)
+#' cb$execute(function() httr::GET("http://127.0.0.1:8080/pay"),
+#'            function() "the payment service is unavailable")
+#' cb$metrics()[c("state", "mode", "sync_lag")]
+#' }
 #' @export
 breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circuitbreaker",
                                 sync_interval = 0.1, timeout = 0.1) {
@@ -52,11 +136,48 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
 #' @rdname breaker_store_redis
 #' @export
 breaker_store_redis_ping <- function(store) {
-  if (!inherits(store, "circuit_breaker_store_redis")) {
-    abort_bad_argument("store", "a store from `breaker_store_redis()`", store)
-  }
+  check_redis_store(store)
   res <- cb_redis_ping(store$url, store$timeout)
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
+}
+
+check_redis_store <- function(store, call = rlang::caller_env()) {
+  if (!inherits(store, "circuit_breaker_store_redis")) {
+    abort_bad_argument("store", "a store from `breaker_store_redis()`", store, call = call)
+  }
+  store
+}
+
+# What cb_create() needs to join the fleet. The clock offset is a test hook:
+# CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's clock, to
+# show that the hosts' clocks do not matter.
+redis_store_location <- function(store, name, call) {
+  if (!nzchar(name) || nchar(name, type = "bytes") > 200L) {
+    abort_bad_argument("name", "a non-empty name of at most 200 bytes for a fleet-shared breaker",
+                       name, call = call)
+  }
+  offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
+  if (!isTRUE(is.finite(offset))) offset <- 0
+  list(url = store$url, prefix = store$prefix, sync_interval = store$sync_interval,
+       timeout = store$timeout, name = name, clock_offset = offset)
+}
+
+# The fleet fields of $metrics() for a Redis breaker.
+fleet_metrics <- function(ptr) {
+  info <- cb_fleet_info(ptr)
+  list(
+    mode = info$mode,
+    sync_lag = info$sync_lag,
+    last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
+    fleet_calls = info$fleet_calls,
+    fleet_failures = info$fleet_failures
+  )
+}
+
+#' @export
+format.circuit_breaker_store_redis <- function(x, ...) {
+  e <- x$endpoint
+  paste0("<circuit_breaker_store: redis, ", e$host, ":", e$port, "/", e$db, ", prefix ", x$prefix, ">")
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
@@ -66,6 +187,20 @@ abort_redis_unavailable <- function(value = NULL, call = NULL) {
                 "Fedora: {.code dnf install hiredis-devel}; macOS: {.code brew install hiredis}),",
                 "then install circuitbreaker again.")),
     class = c("circuit_breaker_store_unavailable", "circuit_breaker_store_error", "circuit_breaker_error"),
+    call = call
+  )
+}
+
+# Raised by the binding when the fleet keeps breaker `name` with other rule
+# arguments than this process gave.
+abort_fleet_wrong_config <- function(name, argument = NULL, call = NULL) {
+  cli::cli_abort(
+    c("Fleet breaker {.val {name}} was created with another configuration.",
+      x = if (!is.null(argument)) "{.arg {argument}} differs from the value the fleet uses.",
+      i = paste("Every process sharing a breaker must give the same rule arguments;",
+                "or delete the breaker's keys in Redis once no process uses it.")),
+    class = c("circuit_breaker_store_wrong_config", "circuit_breaker_store_error", "circuit_breaker_error"),
+    argument = argument,
     call = call
   )
 }

@@ -332,6 +332,47 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_fleet_info
+SEXP cb_fleet_info(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_fleet_info(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_info(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_fleet_shutdown
+void cb_fleet_shutdown(double wait);
+RcppExport SEXP _circuitbreaker_cb_fleet_shutdown(SEXP waitSEXP) {
+BEGIN_RCPP
+    Rcpp::traits::input_parameter< double >::type wait(waitSEXP);
+    cb_fleet_shutdown(wait);
+    return R_NilValue;
+END_RCPP
+}
+// cb_redis_connect
+SEXP cb_redis_connect(SEXP url, double timeout);
+RcppExport SEXP _circuitbreaker_cb_redis_connect(SEXP urlSEXP, SEXP timeoutSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
+    Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_connect(url, timeout));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_redis_call
+SEXP cb_redis_call(SEXP conn, Rcpp::CharacterVector args);
+RcppExport SEXP _circuitbreaker_cb_redis_call(SEXP connSEXP, SEXP argsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type conn(connSEXP);
+    Rcpp::traits::input_parameter< Rcpp::CharacterVector >::type args(argsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_call(conn, args));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 RcppExport SEXP cb_acquire(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_record(SEXP, SEXP, SEXP, SEXP);
@@ -370,6 +411,10 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
+    {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
+    {"_circuitbreaker_cb_fleet_shutdown", (DL_FUNC) &_circuitbreaker_cb_fleet_shutdown, 1},
+    {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 2},
+    {"_circuitbreaker_cb_redis_call", (DL_FUNC) &_circuitbreaker_cb_redis_call, 2},
     {"cb_acquire", (DL_FUNC) &cb_acquire, 4},
     {"cb_record",  (DL_FUNC) &cb_record,  4},
     {"cb_release", (DL_FUNC) &cb_release, 2},

@@ -213,8 +213,9 @@ bool cb_disable(SEXP ptr) {
 SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::Config c = cbr::config_merge(cbr::stored_config(ptr), changes);
-  if (h.breaker.host() != nullptr) {
-    // The configuration is a host breaker's identity (host_breaker.hpp).
+  if (h.breaker.host() != nullptr || h.breaker.member() != nullptr) {
+    // The configuration is a shared breaker's identity (host_breaker.hpp,
+    // fleet.hpp).
     cbr::abort_by("abort_host_configure", Rf_getAttrib(changes, R_NamesSymbol));
   }
   h.breaker.reconfigure(circuitbreaker::make_settings(c), h.now());

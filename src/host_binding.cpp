@@ -53,7 +53,8 @@ Rcpp::CharacterVector cb_segment_breaker_names(Rcpp::CharacterVector files) {
 // "process" or "host".
 // [[Rcpp::export(rng = false)]]
 SEXP cb_store_kind(SEXP ptr) {
-  return Rf_mkString(cbr::breaker_from(ptr).breaker.host() ? "host" : "process");
+  const cbr::AnyBreaker& b = cbr::breaker_from(ptr).breaker;
+  return Rf_mkString(b.host() ? "host" : (b.member() ? "redis" : "process"));
 }
 
 // What a host breaker's segment says about itself; NULL for a process breaker.

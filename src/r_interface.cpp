@@ -1,6 +1,7 @@
 // External-pointer lifecycle and error signalling shared by the bindings.
 #include "r_interface.h"
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -92,10 +93,15 @@ void abort_host_broken(SEXP ptr) {
 
 namespace {
 
-// A new handle: in this process, or attached to the host segment at
-// `segment` (a path, or NULL for the process store).
+std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c, SEXP clock,
+                                                SEXP spec);
+
+// A new handle: in this process, attached to the host segment at `segment`
+// (a path), or a member of a fleet (`segment` is the list that R's
+// store_location() makes for a Redis store); NULL for the process store.
 std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP clock,
                                           SEXP segment) {
+  if (TYPEOF(segment) == VECSXP) return new_fleet_handle(c, clock, segment);
   if (segment == R_NilValue) {
     const circuitbreaker::ManualClock* manual =
         clock == R_NilValue ? nullptr : &clock_from(clock);
@@ -117,6 +123,58 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
       host->open(path, c, circuitbreaker::SteadyClock::now());
   if (!r.ok()) abort_host_store(path, r);
   return std::make_unique<BreakerHandle>(std::move(host));
+}
+
+// The Redis store: spec is list(url, prefix, sync_interval, timeout, name,
+// clock_offset), checked by R's breaker_store_redis().
+std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c, SEXP clock,
+                                                SEXP spec) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  if (clock != R_NilValue) {
+    abort_argument("clock",
+                   "NULL for a fleet-shared breaker (each process reads its own "
+                   "monotonic clock, and the fleet's times come from Redis)",
+                   clock);
+  }
+  Rcpp::List l(spec);
+  circuitbreaker::FleetSpec fs;
+  const std::string url = Rcpp::as<std::string>(l["url"]);
+  if (circuitbreaker::parse_redis_url(url.c_str(), fs.endpoint) != nullptr) {
+    abort_invalid_object("Redis store URL");
+  }
+  fs.prefix = Rcpp::as<std::string>(l["prefix"]);
+  fs.sync_interval = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
+  fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
+  fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  const std::string name = Rcpp::as<std::string>(l["name"]);
+  std::shared_ptr<circuitbreaker::FleetSync> sync = circuitbreaker::FleetSync::for_spec(fs);
+  std::uint64_t seed = circuitbreaker::entropy_seed();
+  char id[40];
+  std::snprintf(id, sizeof id, "%016llx%08llx",
+                static_cast<unsigned long long>(circuitbreaker::splitmix64(seed)),
+                static_cast<unsigned long long>(circuitbreaker::splitmix64(seed) >> 32));
+  auto member = std::make_shared<circuitbreaker::FleetMember>(
+      name, circuitbreaker::fleet_key(fs.prefix, name), c, sync->now(), id);
+  sync->add(member);
+  const std::string theirs = member->status().fleet_config;
+  if (!theirs.empty()) {
+    const int field = circuitbreaker::fleet_fingerprint_difference(member->fingerprint(), theirs);
+    SEXP call = PROTECT(Rf_lang3(
+        Rf_install("abort_fleet_wrong_config"), Rf_mkString(name.c_str()),
+        field >= 0 && field < static_cast<int>(circuitbreaker::kConfigFieldCount)
+            ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
+            : R_NilValue));
+    Rcpp::Rcpp_fast_eval(call, package_namespace());
+    UNPROTECT(1);
+    Rcpp::stop("circuitbreaker: internal error reporting function returned");
+  }
+  return std::make_unique<BreakerHandle>(std::move(member), std::move(sync));
+#else
+  (void)c;
+  (void)clock;
+  (void)spec;
+  abort_by("abort_redis_unavailable", R_NilValue);
+#endif
 }
 
 }  // namespace

@@ -10,67 +10,137 @@
 #include <string>
 
 #include "circuitbreaker/circuitbreaker.hpp"
+#include "circuitbreaker/fleet.hpp"
 #include "circuitbreaker/host_breaker.hpp"
+#include "circuitbreaker/redis_fleet.hpp"
 
 namespace cbr {
 
 using circuitbreaker::Nanos;
 
 // One breaker in one of its stores: the state machine in this process
-// (circuitbreaker::Breaker, inline) or in a host segment (HostBreaker). Both
-// run the same core; this only forwards, with one predictable branch.
+// (circuitbreaker::Breaker, inline), in a host segment (HostBreaker), or a
+// fleet member (FleetMember: a Breaker in this process that a sync thread
+// keeps in step with Redis). All run the same core; this only forwards. The
+// fleet adds work only where the fleet needs a word: a half-open probe (its
+// lease), a settled probe and manual control.
 class AnyBreaker {
  public:
   explicit AnyBreaker(const circuitbreaker::Settings& s, Nanos now) {
     local_.emplace(s, now);
+    core_ = &*local_;
   }
   explicit AnyBreaker(std::unique_ptr<circuitbreaker::HostBreaker> host)
       : host_(std::move(host)) {}
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  AnyBreaker(std::shared_ptr<circuitbreaker::FleetMember> member,
+             std::shared_ptr<circuitbreaker::FleetSync> sync)
+      : member_(std::move(member)), sync_(std::move(sync)) {
+    core_ = &member_->breaker();
+  }
+  circuitbreaker::FleetMember* member() const noexcept { return member_.get(); }
+  circuitbreaker::FleetSync* sync() const noexcept { return sync_.get(); }
+#else
+  circuitbreaker::FleetMember* member() const noexcept { return nullptr; }
+#endif
 
   circuitbreaker::HostBreaker* host() const noexcept { return host_.get(); }
 
   const circuitbreaker::Settings& settings() const noexcept {
-    return host_ ? host_->settings() : local_->settings();
+    return host_ ? host_->settings() : core_->settings();
   }
-  circuitbreaker::Admission acquire(Nanos now, Nanos lease) noexcept {
-    return host_ ? host_->acquire(now, lease) : local_->acquire(now, lease);
+  circuitbreaker::Admission acquire(Nanos now, Nanos lease) {
+    if (host_) return host_->acquire(now, lease);
+    circuitbreaker::Admission a = core_->acquire(now, lease);
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+    if (member_ && a.permitted && a.permit.kind == circuitbreaker::PermitKind::Probe) {
+      circuitbreaker::FleetSync& sync = *sync_;
+      const std::string& key = member_->key();
+      a = member_->confirm_probe(
+          a, now, sync.spec().sync_interval,
+          [&sync, &key](const std::string& token, std::int64_t lease_ms) {
+            return sync.lease(key, token, lease_ms);
+          });
+    }
+#endif
+    return a;
   }
   bool record(const circuitbreaker::Permit& p, circuitbreaker::Outcome o, Nanos now,
-              Nanos open_for) noexcept {
-    return host_ ? host_->record(p, o, now, open_for)
-                 : local_->record(p, o, now, open_for);
+              Nanos open_for) {
+    if (host_) return host_->record(p, o, now, open_for);
+    const bool recorded = core_->record(p, o, now, open_for);
+    settled(p, o == circuitbreaker::Outcome::Ignored, now);
+    return recorded;
   }
-  void release(const circuitbreaker::Permit& p, Nanos now) noexcept {
-    host_ ? host_->release(p, now) : local_->release(p, now);
+  void release(const circuitbreaker::Permit& p, Nanos now) {
+    if (host_) return host_->release(p, now);
+    core_->release(p, now);
+    settled(p, true, now);
   }
   bool note(circuitbreaker::Outcome o, Nanos now) noexcept {
-    return host_ ? host_->note(o, now) : local_->note(o, now);
+    return host_ ? host_->note(o, now) : core_->note(o, now);
   }
-  void reset(Nanos now) noexcept { host_ ? host_->reset(now) : local_->reset(now); }
-  void force_open(Nanos now) noexcept {
-    host_ ? host_->force_open(now) : local_->force_open(now);
+  void reset(Nanos now) {
+    host_ ? host_->reset(now) : core_->reset(now);
+    tell_fleet(circuitbreaker::FleetCommand::Reset);
   }
-  void disable(Nanos now) noexcept { host_ ? host_->disable(now) : local_->disable(now); }
-  // Only for the process store (a host breaker's configuration is its
-  // identity; the caller checks host() first).
+  void force_open(Nanos now) {
+    host_ ? host_->force_open(now) : core_->force_open(now);
+    tell_fleet(circuitbreaker::FleetCommand::ForceOpen);
+  }
+  void disable(Nanos now) {
+    host_ ? host_->disable(now) : core_->disable(now);
+    tell_fleet(circuitbreaker::FleetCommand::Disable);
+  }
+  // Only for the process store (a shared breaker's configuration is its
+  // identity; the caller checks host() and member() first).
   void reconfigure(const circuitbreaker::Settings& s, Nanos now) noexcept {
     local_->reconfigure(s, now);
   }
   circuitbreaker::Snapshot snapshot(Nanos now) const noexcept {
-    return host_ ? host_->snapshot(now) : local_->snapshot(now);
+    return host_ ? host_->snapshot(now) : core_->snapshot(now);
   }
   std::size_t transitions_since(std::uint64_t after, circuitbreaker::Transition* out,
                                 std::size_t max) const noexcept {
     return host_ ? host_->transitions_since(after, out, max)
-                 : local_->transitions_since(after, out, max);
+                 : core_->transitions_since(after, out, max);
   }
   std::size_t history(Nanos now, circuitbreaker::ActivityBucket* out) noexcept {
-    return host_ ? host_->history(now, out) : local_->history(now, out);
+    return host_ ? host_->history(now, out) : core_->history(now, out);
   }
 
  private:
+  // A fleet probe's outcome (or release) goes to the fleet at once.
+  void settled(const circuitbreaker::Permit& p, bool released, Nanos now) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+    if (member_ && p.kind == circuitbreaker::PermitKind::Probe &&
+        member_->probe_settled(p, released, now)) {
+      sync_->wake();
+    }
+#else
+    (void)p;
+    (void)released;
+    (void)now;
+#endif
+  }
+  void tell_fleet(circuitbreaker::FleetCommand c) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+    if (member_) {
+      member_->command(c);
+      sync_->wake();
+    }
+#else
+    (void)c;
+#endif
+  }
+
   std::optional<circuitbreaker::Breaker> local_;
+  circuitbreaker::Breaker* core_ = nullptr;  // local_'s, or the fleet member's
   std::unique_ptr<circuitbreaker::HostBreaker> host_;
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  std::shared_ptr<circuitbreaker::FleetMember> member_;
+  std::shared_ptr<circuitbreaker::FleetSync> sync_;
+#endif
 };
 
 // What an R breaker object's external pointer owns.
@@ -82,15 +152,23 @@ struct BreakerHandle {
   // In a host segment (always on the system clock).
   explicit BreakerHandle(std::unique_ptr<circuitbreaker::HostBreaker> host)
       : clock(nullptr), breaker(std::move(host)) {}
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  // A fleet member, on its sync's clock (the system's, skewed in tests).
+  BreakerHandle(std::shared_ptr<circuitbreaker::FleetMember> member,
+                std::shared_ptr<circuitbreaker::FleetSync> sync)
+      : clock(nullptr), offset(sync->spec().clock_offset),
+        breaker(std::move(member), std::move(sync)) {}
+#endif
 
   static Nanos now_of(const circuitbreaker::ManualClock* c) noexcept {
     return c ? c->now() : circuitbreaker::SteadyClock::now();
   }
-  Nanos now() const noexcept { return now_of(clock); }
+  Nanos now() const noexcept { return now_of(clock) + offset; }
 
   // Owned by another external pointer, which this breaker's pointer keeps
   // alive in its protected field (so R's GC cannot free it first).
   const circuitbreaker::ManualClock* clock;
+  Nanos offset = 0;
   AnyBreaker breaker;
   // Whether R registered listeners: if not, a rejected call with a
   // zero-argument fallback needs nothing from R but the fallback itself.

@@ -1,5 +1,6 @@
-// R entry points of the Redis store's connection (work in progress for the
-// Redis store: the URL, whether hiredis is here, and a checked round trip).
+// R entry points of the Redis store: the URL, whether hiredis is here, a
+// checked round trip, what a fleet breaker's link says, and a plain
+// connection for tests and benchmarks.
 // hiredis is optional: without it (configure did not find it) everything but
 // cb_redis_parse_url() reports that the store is unavailable.
 #include <Rcpp.h>
@@ -13,6 +14,9 @@
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
+
+#include <memory>
+#include <vector>
 #endif
 
 namespace {
@@ -115,6 +119,128 @@ SEXP cb_redis_ping(SEXP url, double timeout) {
 #else
   (void)e;
   (void)timeout;
+  cbr::abort_by("abort_redis_unavailable", R_NilValue);
+#endif
+}
+
+// What a fleet breaker's link says: mode ("fleet" while the last round trip
+// to Redis worked, else "local"), seconds since the last good sync, its
+// time, and what the fleet's store last said. NULL for other breakers.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_fleet_info(SEXP ptr) {
+  cbr::BreakerHandle& h = cbr::breaker_from(ptr);
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  circuitbreaker::FleetMember* m = h.breaker.member();
+  if (m == nullptr) return R_NilValue;
+  const circuitbreaker::FleetSync::Stats st = h.breaker.sync()->stats();
+  const circuitbreaker::FleetMember::Status ms = m->status();
+  return Rcpp::List::create(
+      Rcpp::Named("mode") = st.linked ? "fleet" : "local",
+      Rcpp::Named("sync_lag") = st.since_last_sync < 0
+                                    ? NA_REAL
+                                    : circuitbreaker::nanos_to_seconds(st.since_last_sync),
+      Rcpp::Named("last_sync") = st.last_sync_unix < 0 ? NA_REAL : st.last_sync_unix,
+      Rcpp::Named("syncs") = static_cast<double>(st.syncs),
+      Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
+      Rcpp::Named("last_error") = st.last_error,
+      Rcpp::Named("key") = m->key(),
+      Rcpp::Named("fleet_generation") =
+          ms.known ? static_cast<double>(ms.generation) : NA_REAL,
+      Rcpp::Named("fleet_calls") = ms.known ? static_cast<double>(ms.fleet_calls) : NA_REAL,
+      Rcpp::Named("fleet_failures") =
+          ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL);
+#else
+  (void)h;
+  return R_NilValue;
+#endif
+}
+
+// Stops the sync threads (the package is being unloaded), waiting at most
+// `wait` seconds.
+// [[Rcpp::export(rng = false)]]
+void cb_fleet_shutdown(double wait) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  circuitbreaker::FleetSync::shutdown_all(circuitbreaker::seconds_to_nanos(wait));
+#else
+  (void)wait;
+#endif
+}
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+namespace {
+SEXP connection_tag() {
+  static SEXP tag = Rf_install("circuitbreaker_redis_connection");
+  return tag;
+}
+void finalize_connection(SEXP ptr) {
+  delete static_cast<circuitbreaker::RedisConnection*>(R_ExternalPtrAddr(ptr));
+  R_ClearExternalPtr(ptr);
+}
+SEXP reply_to_r(const redisReply* r) {
+  if (r == nullptr) return R_NilValue;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER: return Rf_ScalarReal(static_cast<double>(r->integer));
+    case REDIS_REPLY_NIL: return R_NilValue;
+    case REDIS_REPLY_ARRAY: {
+      SEXP out = PROTECT(Rf_allocVector(VECSXP, static_cast<R_xlen_t>(r->elements)));
+      for (std::size_t i = 0; i < r->elements; ++i) {
+        SET_VECTOR_ELT(out, static_cast<R_xlen_t>(i), reply_to_r(r->element[i]));
+      }
+      UNPROTECT(1);
+      return out;
+    }
+    case REDIS_REPLY_ERROR: {
+      SEXP out = PROTECT(Rf_mkString(std::string(r->str, r->len).c_str()));
+      Rf_setAttrib(out, Rf_install("redis_error"), Rf_ScalarLogical(TRUE));
+      UNPROTECT(1);
+      return out;
+    }
+    default: return Rf_mkString(std::string(r->str, r->len).c_str());
+  }
+}
+}  // namespace
+#endif
+
+// A plain Redis connection, for tests and benchmarks (the store never uses
+// it): connect within `timeout` seconds, then run commands.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_redis_connect(SEXP url, double timeout) {
+  const circuitbreaker::RedisEndpoint e = endpoint_from(url);
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  auto conn = std::make_unique<circuitbreaker::RedisConnection>();
+  if (!conn->connect(e, circuitbreaker::seconds_to_nanos(timeout))) {
+    Rcpp::stop("cannot connect to Redis: " + conn->error());
+  }
+  SEXP ptr = PROTECT(R_MakeExternalPtr(conn.get(), connection_tag(), R_NilValue));
+  R_RegisterCFinalizerEx(ptr, finalize_connection, TRUE);
+  conn.release();
+  UNPROTECT(1);
+  return ptr;
+#else
+  (void)e;
+  (void)timeout;
+  cbr::abort_by("abort_redis_unavailable", R_NilValue);
+#endif
+}
+
+// One command on a connection from cb_redis_connect(): the reply (an error
+// reply is a string with attribute redis_error), or an R error when the
+// round trip failed.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_redis_call(SEXP conn, Rcpp::CharacterVector args) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  if (TYPEOF(conn) != EXTPTRSXP || R_ExternalPtrTag(conn) != connection_tag() ||
+      R_ExternalPtrAddr(conn) == nullptr) {
+    cbr::abort_invalid_object("Redis connection");
+  }
+  auto* c = static_cast<circuitbreaker::RedisConnection*>(R_ExternalPtrAddr(conn));
+  std::vector<std::string> argv(args.begin(), args.end());
+  circuitbreaker::RedisConnection::ReplyPtr r = c->command(argv);
+  if (!r) Rcpp::stop("Redis round trip failed: " + c->error());
+  return reply_to_r(r.r);
+#else
+  (void)conn;
+  (void)args;
   cbr::abort_by("abort_redis_unavailable", R_NilValue);
 #endif
 }

@@ -51,6 +51,18 @@ struct AdmissionView {
   Nanos open_duration = 0;
 };
 
+// The state a fleet of processes shares (fleet.hpp), as one of them receives
+// it, for BasicBreaker::adopt(). Times are durations measured by the shared
+// store's clock, so each process can place them on its own clock.
+struct FleetView {
+  State state = State::Closed;
+  bool new_generation = false;      // the fleet moved on since this process last looked
+  Nanos open_elapsed = 0;           // Open: how long ago the fleet opened
+  Nanos open_duration = 0;          // Open: how long it stays open
+  std::uint64_t consecutive_opens = 0;
+  std::uint64_t consecutive_failures = 0;  // Closed: the fleet's run of failures
+};
+
 // How long a probe taken by an asynchronous call may stay unsettled (the
 // `probe_lease` of acquire()), unless half_open_max_wait says otherwise: the
 // call's own timeout when it has one, else recovery_timeout. A synchronous

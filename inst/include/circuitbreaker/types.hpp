@@ -25,6 +25,7 @@ namespace circuitbreaker {
 using Nanos = std::int64_t;
 
 inline constexpr Nanos kNanosPerSecond = 1000000000;
+inline constexpr Nanos kNanosPerMs = 1000000;
 inline constexpr double kNanosPerSecondD = 1e9;
 
 // "Never": an open duration or deadline that does not expire.

@@ -1,0 +1,425 @@
+// One breaker of a fleet, as one process holds it: a local copy (a Breaker
+// in this process) that every call acts on, plus what this process reports
+// to the fleet's store and takes back from it. The transport (redis_fleet.hpp)
+// moves FleetReports and FleetReplies; the rules of the exchange live here
+// and in the store's script (fleet_script.hpp).
+//
+// Threads: the caller's thread (R's) calls the Breaker (it has its own
+// lock), confirm_probe(), probe_settled() and command(); the sync thread
+// calls build() and apply(). Member fields are under `mutex_`; the hot path
+// (acquire and record in CLOSED and OPEN) never takes it.
+#ifndef CIRCUITBREAKER_FLEET_HPP
+#define CIRCUITBREAKER_FLEET_HPP
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "breaker.hpp"
+#include "config_fields.hpp"
+#include "random.hpp"
+
+namespace circuitbreaker {
+
+// Manual control a process asks of the whole fleet.
+enum class FleetCommand : std::uint8_t { None = 0, ForceOpen = 1, Disable = 2, Reset = 3 };
+
+inline std::int64_t nanos_to_ms(Nanos n) noexcept {
+  return n >= kNever ? (std::int64_t{1} << 53) : static_cast<std::int64_t>(n / 1000000);
+}
+inline Nanos ms_to_nanos(std::int64_t ms) noexcept { return static_cast<Nanos>(ms) * 1000000; }
+
+// The configuration as the fleet compares it: the 14 arguments in table
+// order. A process with other values gets the fleet's back, and the first
+// field that differs names the argument.
+inline std::string fleet_config_fingerprint(const Config& c) {
+  std::string out;
+  char buf[32];
+  for (const FieldInfo& f : kConfigFields) {
+    std::snprintf(buf, sizeof buf, "%.17g", config_get(c, f));
+    if (!out.empty()) out += ',';
+    out += buf;
+  }
+  return out;
+}
+
+// The index (in kConfigFields) of the first value that differs between two
+// fingerprints, or -1.
+inline int fleet_fingerprint_difference(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  for (int field = 0; field < static_cast<int>(kConfigFieldCount); ++field) {
+    const std::size_t ei = a.find(',', i), ej = b.find(',', j);
+    if (a.substr(i, ei - i) != b.substr(j, ej - j)) return field;
+    if (ei == std::string::npos || ej == std::string::npos) {
+      return ei == ej ? -1 : field + 1;
+    }
+    i = ei + 1;
+    j = ej + 1;
+  }
+  return -1;
+}
+
+// The rules the script applies (fleet_script.hpp's hash fields ft ... mx).
+inline std::string fleet_rules(const Settings& s) {
+  char buf[256];
+  const bool time = s.window_type == WindowType::Time;
+  std::snprintf(buf, sizeof buf, "%llu,%lld,%.17g,%.17g,%llu,%d,%u,%lld,%u,%.17g,%lld",
+                static_cast<unsigned long long>(s.failure_threshold),
+                static_cast<long long>(nanos_to_ms(s.recovery_timeout)),
+                s.rate_rule ? s.failure_rate_threshold : -1.0,
+                s.slow_rule ? s.slow_call_rate_threshold : -1.0,
+                static_cast<unsigned long long>(s.minimum_calls), time ? 1 : 0,
+                s.window_calls,
+                static_cast<long long>(
+                    time ? nanos_to_ms(s.window_bucket * kTimeWindowBuckets) : 0),
+                s.half_open_max_calls, s.backoff_multiplier,
+                static_cast<long long>(nanos_to_ms(s.max_recovery_timeout)));
+  return buf;
+}
+
+// What one process tells the fleet about one breaker in one sync.
+struct FleetReport {
+  std::string id;  // "" carries no counts; else applied once
+  std::uint64_t known_generation = 0;  // 0: never heard from the fleet
+  Counters delta;
+  std::uint64_t consecutive_failures = 0;
+  State state = State::Closed;
+  bool tripped = false;  // opened here, on this process's counts
+  std::int64_t open_elapsed_ms = 0, open_ms = 0;
+  std::uint64_t consecutive_opens = 0;
+  FleetCommand command = FleetCommand::None;
+  std::string probes;  // "slot:token:generation:s|f|i:open_ms;" per settled probe
+  double jitter_factor = 1;
+
+  // The script's values for this breaker (fleet_script.hpp, SYNC), after the
+  // configuration's fingerprint and rules.
+  void append_args(std::vector<std::string>& out, const std::string& fingerprint,
+                   const std::string& rules) const {
+    auto u = [](std::uint64_t v) { return std::to_string(v); };
+    out.push_back(id);
+    out.push_back(u(known_generation));
+    out.push_back(u(delta.calls));
+    out.push_back(u(delta.failures));
+    out.push_back(u(delta.slow));
+    out.push_back(u(delta.successes));
+    out.push_back(u(delta.rejected));
+    out.push_back(u(consecutive_failures));
+    out.push_back(std::to_string(static_cast<int>(state)));
+    out.push_back(tripped ? "1" : "0");
+    out.push_back(std::to_string(open_elapsed_ms));
+    out.push_back(std::to_string(open_ms));
+    out.push_back(u(consecutive_opens));
+    out.push_back(std::to_string(static_cast<int>(command)));
+    out.push_back(probes);
+    out.push_back(fingerprint);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6f", jitter_factor);
+    out.push_back(buf);
+    out.push_back(rules);
+  }
+  static constexpr int kArgs = 18;
+};
+
+// What the script says back about one breaker.
+struct FleetReply {
+  static constexpr int kFields = 10;
+  bool config_differs = false;
+  std::string fleet_config;  // when it differs
+  std::uint64_t generation = 0;
+  State state = State::Closed;
+  std::int64_t open_elapsed_ms = 0, open_ms = 0;
+  std::uint64_t consecutive_opens = 0, consecutive_failures = 0;
+  std::uint64_t fleet_calls = 0, fleet_failures = 0;
+
+  // From the script's ten strings; false when they are not what it sends.
+  bool parse(const std::string* v) {
+    auto num = [](const std::string& s, std::int64_t& out) {
+      char* end = nullptr;
+      out = std::strtoll(s.c_str(), &end, 10);
+      return !s.empty() && end != nullptr && *end == '\0';
+    };
+    if (v[0] == "cfg") {
+      config_differs = true;
+      fleet_config = v[9];
+      return true;
+    }
+    if (v[0] != "ok") return false;
+    std::int64_t x[8];
+    for (int i = 0; i < 8; ++i) {
+      if (!num(v[i + 1], x[i])) return false;
+    }
+    if (x[1] < 0 || x[1] >= kStateCount) return false;
+    generation = static_cast<std::uint64_t>(x[0]);
+    state = static_cast<State>(x[1]);
+    open_elapsed_ms = x[2];
+    open_ms = x[3];
+    consecutive_opens = static_cast<std::uint64_t>(x[4] < 0 ? 0 : x[4]);
+    consecutive_failures = static_cast<std::uint64_t>(x[5] < 0 ? 0 : x[5]);
+    fleet_calls = static_cast<std::uint64_t>(x[6] < 0 ? 0 : x[6]);
+    fleet_failures = static_cast<std::uint64_t>(x[7] < 0 ? 0 : x[7]);
+    return true;
+  }
+};
+
+inline Counters counters_minus(const Counters& a, const Counters& b) noexcept {
+  auto d = [](std::uint64_t x, std::uint64_t y) { return x >= y ? x - y : 0; };
+  Counters c;
+  c.calls = d(a.calls, b.calls);
+  c.successes = d(a.successes, b.successes);
+  c.failures = d(a.failures, b.failures);
+  c.slow = d(a.slow, b.slow);
+  c.rejected = d(a.rejected, b.rejected);
+  return c;
+}
+
+class FleetMember {
+ public:
+  // `id_prefix` makes report ids unique across processes (a random token).
+  FleetMember(std::string name, std::string key, const Config& config, Nanos now,
+              std::string id_prefix)
+      : name_(std::move(name)),
+        key_(std::move(key)),
+        fingerprint_(fleet_config_fingerprint(config)),
+        rules_(fleet_rules(make_settings(config))),
+        id_prefix_(std::move(id_prefix)),
+        breaker_(make_settings(config), now),
+        rng_(entropy_seed()),
+        token_rng_(entropy_seed()) {}
+
+  FleetMember(const FleetMember&) = delete;
+  FleetMember& operator=(const FleetMember&) = delete;
+
+  Breaker& breaker() noexcept { return breaker_; }
+  const Breaker& breaker() const noexcept { return breaker_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& key() const noexcept { return key_; }
+  const std::string& fingerprint() const noexcept { return fingerprint_; }
+  const std::string& rules() const noexcept { return rules_; }
+
+  // --- The caller's thread -------------------------------------------------
+
+  // A probe the local copy admitted goes out only with a fleet-wide lease.
+  // `lease(token, lease_ms)` asks the store (one round trip, bounded by the
+  // transport's timeout) and returns the script's reply, or nullopt when the
+  // store cannot be reached: then the probe goes out on local rules. Returns
+  // the admission to use: `a` itself, or a rejection (half-open full).
+  template <typename Lease>
+  Admission confirm_probe(const Admission& a, Nanos now, Nanos hold, Lease&& lease) {
+    const Nanos denied = denied_until_.load(std::memory_order_relaxed);
+    if (now < denied) return breaker_.decline_probe(a.permit, denied - now, now);
+    const Settings& s = breaker_.settings();
+    const Nanos lease_for =
+        s.half_open_max_wait != kNever ? s.half_open_max_wait : s.recovery_timeout;
+    const std::int64_t lease_ms = nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
+    const std::string token = new_token();
+    const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
+    if (!r || r->empty()) return a;  // the store is away: local rules
+    const std::vector<std::string>& v = *r;
+    if (v[0] == "probe" && v.size() == 3 && a.permit.slot < kMaxHalfOpenCalls) {
+      ProbeToken& t = tokens_[a.permit.slot];
+      t.token = token;
+      t.fleet_slot = v[2];
+      t.generation = v[1];
+      t.lease = a.permit.lease;
+      t.active = true;
+      std::lock_guard<std::mutex> g(mutex_);
+      known_generation_ = std::strtoull(v[1].c_str(), nullptr, 10);
+      known_ = true;
+      return a;
+    }
+    if (v[0] == "absent") return a;  // no fleet state yet: the next sync rebuilds it
+    // Not this call: hold further probes back for a while (a round trip per
+    // call while the fleet's probes are out would cost what we save).
+    Nanos wait = hold;
+    if (v[0] == "full" && v.size() == 3) {
+      const std::int64_t ms = std::strtoll(v[2].c_str(), nullptr, 10);
+      if (ms >= 0 && ms_to_nanos(ms) < wait) wait = ms_to_nanos(ms);
+    }
+    denied_until_.store(now + wait, std::memory_order_relaxed);
+    const Admission refused = breaker_.decline_probe(a.permit, wait, now);
+    if (v[0] == "state" && v.size() == 7) adopt_state_reply(v, now);
+    return refused;
+  }
+
+  // After a probe's outcome (or release) was recorded locally: tells the
+  // fleet, in the next sync. Returns whether there is something to send (the
+  // caller wakes the sync thread).
+  bool probe_settled(const Permit& p, bool released, Nanos now) {
+    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
+    ProbeToken& t = tokens_[p.slot];
+    if (!t.active || t.lease != p.lease) return false;
+    t.active = false;
+    const Snapshot snap = breaker_.snapshot(now);
+    char outcome = 's';
+    std::int64_t open_ms = -1;
+    if (released) {
+      outcome = 'i';
+    } else if (snap.state == State::Open) {
+      outcome = 'f';
+      open_ms = nanos_to_ms(snap.open_duration);
+    }
+    std::lock_guard<std::mutex> g(mutex_);
+    probes_ += t.fleet_slot + ':' + t.token + ':' + t.generation + ':' + outcome + ':' +
+               std::to_string(open_ms) + ';';
+    return true;
+  }
+
+  // Manual control for the whole fleet (the local copy has moved already).
+  void command(FleetCommand c) {
+    std::lock_guard<std::mutex> g(mutex_);
+    command_ = c;
+    denied_until_.store(0, std::memory_order_relaxed);
+  }
+
+  // --- The sync thread -----------------------------------------------------
+
+  // This breaker's report for the next sync. A report not yet confirmed is
+  // sent again with the same id and counts; its state fields are fresh.
+  FleetReport build(Nanos now) {
+    std::lock_guard<std::mutex> g(mutex_);
+    const Snapshot snap = breaker_.snapshot(now);
+    if (!pending_) {
+      FleetReport r;
+      r.delta = counters_minus(snap.totals, baseline_);
+      baseline_ = snap.totals;
+      if (r.delta.calls || r.delta.rejected || command_ != FleetCommand::None ||
+          !probes_.empty()) {
+        r.id = id_prefix_ + '.' + std::to_string(++serial_);
+      }
+      r.command = command_;
+      command_ = FleetCommand::None;
+      r.probes.swap(probes_);
+      pending_ = r;
+    }
+    Transition seen[TransitionLog::kCapacity];
+    const std::size_t n = breaker_.transitions_since(last_seq_, seen, TransitionLog::kCapacity);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (seen[i].to == State::Open) tripped_ = true;
+    }
+    last_seq_ = snap.last_transition;
+    FleetReport r = *pending_;
+    r.known_generation = known_ ? known_generation_ : 0;
+    r.consecutive_failures = snap.consecutive_failures;
+    r.state = snap.state;
+    r.tripped = tripped_ && snap.state == State::Open;
+    if (snap.state == State::Open) {
+      r.open_ms = nanos_to_ms(snap.open_duration);
+      r.open_elapsed_ms = nanos_to_ms(snap.open_duration - snap.retry_after);
+    }
+    r.consecutive_opens = snap.consecutive_opens;
+    r.jitter_factor = breaker_.settings().jitter > 0
+                          ? 1 - breaker_.settings().jitter * uniform01(rng_)
+                          : 1;
+    built_generation_ = snap.generation;
+    built_failures_ = snap.consecutive_failures;
+    return r;
+  }
+
+  // The fleet's reply to the last build(): the report is confirmed, and the
+  // local copy takes the fleet's state unless it moved since the build.
+  void apply(const FleetReply& reply, Nanos now) {
+    std::lock_guard<std::mutex> g(mutex_);
+    pending_.reset();
+    if (reply.config_differs) {
+      fleet_config_ = reply.fleet_config;
+      return;
+    }
+    tripped_ = false;
+    FleetView v;
+    v.state = reply.state;
+    v.new_generation = known_ && reply.generation != known_generation_;
+    v.open_elapsed = ms_to_nanos(reply.open_elapsed_ms);
+    v.open_duration = ms_to_nanos(reply.open_ms);
+    v.consecutive_opens = reply.consecutive_opens;
+    v.consecutive_failures = reply.consecutive_failures;
+    std::uint64_t seq = 0;
+    if (breaker_.adopt(v, built_generation_, built_failures_, now, &seq)) last_seq_ = seq;
+    if (v.new_generation || reply.state == State::Closed) {
+      denied_until_.store(0, std::memory_order_relaxed);
+    }
+    known_generation_ = reply.generation;
+    known_ = true;
+    fleet_calls_ = reply.fleet_calls;
+    fleet_failures_ = reply.fleet_failures;
+  }
+
+  struct Status {
+    bool known = false;
+    std::uint64_t generation = 0, fleet_calls = 0, fleet_failures = 0;
+    std::string fleet_config;  // non-empty: the fleet has another configuration
+  };
+  Status status() const {
+    std::lock_guard<std::mutex> g(mutex_);
+    return {known_, known_generation_, fleet_calls_, fleet_failures_, fleet_config_};
+  }
+
+ private:
+  struct ProbeToken {
+    std::string token, fleet_slot, generation;
+    std::uint32_t lease = 0;
+    bool active = false;
+  };
+
+  std::string new_token() {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx",
+                  static_cast<unsigned long long>(splitmix64(token_rng_)),
+                  static_cast<unsigned long long>(splitmix64(token_rng_)));
+    return buf;
+  }
+
+  // The lease script's {'state', g, s, elapsed, od, o, cf}: the fleet is not
+  // half-open (a sync had not told us yet).
+  void adopt_state_reply(const std::vector<std::string>& v, Nanos now) {
+    FleetReply r;
+    const std::string fields[FleetReply::kFields] = {"ok", v[1], v[2], v[3], v[4],
+                                                    v[5], v[6], "0", "0", ""};
+    if (!r.parse(fields)) return;
+    std::lock_guard<std::mutex> g(mutex_);
+    FleetView fv;
+    fv.state = r.state;
+    fv.new_generation = known_ && r.generation != known_generation_;
+    fv.open_elapsed = ms_to_nanos(r.open_elapsed_ms);
+    fv.open_duration = ms_to_nanos(r.open_ms);
+    fv.consecutive_opens = r.consecutive_opens;
+    fv.consecutive_failures = r.consecutive_failures;
+    const Snapshot snap = breaker_.snapshot(now);
+    std::uint64_t seq = 0;
+    if (breaker_.adopt(fv, snap.generation, snap.consecutive_failures, now, &seq)) {
+      last_seq_ = seq;
+    }
+    known_generation_ = r.generation;
+    known_ = true;
+  }
+
+  const std::string name_, key_, fingerprint_, rules_, id_prefix_;
+  Breaker breaker_;
+  std::uint64_t rng_;        // jitter factors: the sync thread
+  std::uint64_t token_rng_;  // lease tokens: the caller's thread
+  std::atomic<Nanos> denied_until_{0};  // no probe lease is asked for before this
+  std::array<ProbeToken, kMaxHalfOpenCalls> tokens_{};  // the caller's thread only
+
+  mutable std::mutex mutex_;
+  std::optional<FleetReport> pending_;
+  Counters baseline_;
+  std::uint64_t serial_ = 0;
+  std::uint64_t last_seq_ = 0;
+  bool tripped_ = false;
+  FleetCommand command_ = FleetCommand::None;
+  std::string probes_;
+  bool known_ = false;
+  std::uint64_t known_generation_ = 0;
+  std::uint64_t built_generation_ = 0, built_failures_ = 0;
+  std::uint64_t fleet_calls_ = 0, fleet_failures_ = 0;
+  std::string fleet_config_;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_FLEET_HPP

@@ -1,0 +1,275 @@
+// The Redis side of a fleet-wide breaker: two Lua scripts that Redis runs
+// atomically. They are the one home of the fleet's rules (the second
+// implementation of the trip rules besides rules.hpp, tested against it with a
+// real redis-server in tests/testthat/test-store-redis.R and
+// tests/cpp/test_fleet.cpp).
+//
+// Keys of breaker `name` under `prefix` (hash-tagged, so that Redis Cluster
+// keeps one breaker in one slot):
+//   {prefix:name}          hash: the fleet state (fields below)
+//   {prefix:name}:w        list: the fleet's window, one "t,calls,failures,slow"
+//                          entry per report
+//   {prefix:name}:b:<id>   a report already applied (a retried batch is not
+//                          counted twice)
+//   {prefix:name}:p:<slot> a probe lease, holding its caller's token
+// Every key expires after `ttl` milliseconds without a report.
+//
+// Hash fields: g generation, s state (State's codes: 0 closed, 1 open,
+// 2 half-open, 3 forced open, 4 disabled), oa opened at (ms of Redis TIME),
+// od open duration (ms), o consecutive opens, cf consecutive failures,
+// ps probe successes, wc/wf/ws the window's calls, failures and slow calls,
+// tc/tf/ts/tr/to the fleet's totals (calls, failures, slow, rejected, times
+// opened), cfg the configuration (identity), and the rules: ft
+// failure_threshold (0 off), rt recovery_timeout (ms), fr / sr the failure and
+// slow rate thresholds (-1 off), mc minimum_calls, wt window type (0 count,
+// 1 time), wn count window size, wms time window length (ms), hm
+// half_open_max_calls, bm backoff_multiplier, mx max_recovery_timeout (ms).
+#ifndef CIRCUITBREAKER_FLEET_SCRIPT_HPP
+#define CIRCUITBREAKER_FLEET_SCRIPT_HPP
+
+namespace circuitbreaker {
+
+// SYNC: one call per tick for every breaker of a process.
+// KEYS: the breakers' hash keys. ARGV[1] ttl (ms), ARGV[2] the events
+// channel, ARGV[3] the number of values per breaker, then those values
+// (fleet.hpp's FleetReport::append_args(), in that order). Reply: ten values
+// per breaker (fleet.hpp's FleetReply).
+inline constexpr const char* kFleetSyncScript = R"LUA(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+local channel = ARGV[2]
+local F = tonumber(ARGV[3])
+local out = {}
+
+local function rules_of(k)
+  local r = redis.call('HMGET', k, 'ft', 'rt', 'fr', 'sr', 'mc', 'wt', 'wn', 'wms', 'hm', 'bm', 'mx')
+  local x = {}
+  for i = 1, 11 do x[i] = tonumber(r[i]) or 0 end
+  return {ft = x[1], rt = x[2], fr = x[3], sr = x[4], mc = x[5], wt = x[6], wn = x[7],
+          wms = x[8], hm = x[9], bm = x[10], mx = x[11]}
+end
+
+for i, k in ipairs(KEYS) do
+  local b = 3 + (i - 1) * F
+  local a = function(j) return ARGV[b + j] end
+  local id, mygen = a(1), tonumber(a(2))
+  local calls, fails, slow, succ, rej = tonumber(a(3)), tonumber(a(4)), tonumber(a(5)),
+    tonumber(a(6)), tonumber(a(7))
+  local tail, lstate, tripped = tonumber(a(8)), tonumber(a(9)), a(10) == '1'
+  local lelapsed, lopen, lopens = tonumber(a(11)), tonumber(a(12)), tonumber(a(13))
+  local cmd, probes, cfg, jf = tonumber(a(14)), a(15), a(16), tonumber(a(17))
+  local rules_csv = a(18)
+  local status = 'ok'
+  local moved = false
+
+  if redis.call('EXISTS', k) == 0 then
+    -- Absent (new, expired, or Redis restarted empty): rebuilt from this
+    -- report, so a restart keeps the fleet's state.
+    local r = {}
+    for v in string.gmatch(rules_csv, '[^,]+') do r[#r + 1] = v end
+    local g0 = mygen > 0 and mygen or 1
+    local s0, oa0, od0 = lstate, 0, 0
+    if s0 == 1 then oa0 = now - lelapsed; od0 = lopen end
+    if s0 == 2 then s0 = 1; oa0 = now; od0 = 0 end
+    redis.call('HSET', k, 'g', g0, 's', s0, 'oa', oa0, 'od', od0, 'o', lopens, 'cf', 0, 'ps', 0,
+      'wc', 0, 'wf', 0, 'ws', 0, 'tc', 0, 'tf', 0, 'ts', 0, 'tr', 0, 'to', 0, 'cfg', cfg,
+      'ft', r[1], 'rt', r[2], 'fr', r[3], 'sr', r[4], 'mc', r[5], 'wt', r[6], 'wn', r[7],
+      'wms', r[8], 'hm', r[9], 'bm', r[10], 'mx', r[11])
+    redis.call('DEL', k .. ':w')
+  end
+
+  local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'cfg')
+  if h[11] ~= cfg then
+    out[#out + 1] = 'cfg'
+    for j = 2, 9 do out[#out + 1] = '0' end
+    out[#out + 1] = h[11] or ''
+  else
+    local g, s, oa, od, o, cf, ps = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]),
+      tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7])
+    local wc, wf, ws = tonumber(h[8]), tonumber(h[9]), tonumber(h[10])
+    local R = rules_of(k)
+    local wkey = k .. ':w'
+
+    local function clear_window()
+      redis.call('DEL', wkey)
+      wc, wf, ws = 0, 0, 0
+    end
+    local function clear_leases()
+      for slot = 0, R.hm - 1 do redis.call('DEL', k .. ':p:' .. slot) end
+    end
+    local function move(to)
+      s = to
+      g = g + 1
+      ps = 0
+      moved = true
+    end
+    -- recovery_timeout * backoff^(opens - 1), capped, times the jitter
+    -- factor (rules.hpp's open_duration_for()).
+    local function trip(at, duration)
+      move(1)
+      o = o + 1
+      oa = at
+      if duration then
+        od = duration
+      else
+        local d = R.rt
+        if d > 0 and R.bm ~= 1 and o > 1 then d = d * R.bm ^ (o - 1) end
+        if d > R.mx then d = R.mx end
+        od = math.floor(d * jf + 0.5)
+      end
+      redis.call('HINCRBY', k, 'to', 1)
+      clear_leases()
+    end
+    local function close()
+      move(0)
+      cf, o = 0, 0
+      clear_window()
+      clear_leases()
+    end
+
+    -- 1. A report is applied once: its id marks it (a retry after a timeout
+    -- finds the mark and adds nothing).
+    local fresh = id ~= '' and redis.call('SET', k .. ':b:' .. id, '1', 'NX', 'PX', 600000)
+
+    -- 2. Manual control, fleet-wide, whatever the generation.
+    if fresh and cmd == 1 and s ~= 3 then move(3); clear_leases() end
+    if fresh and cmd == 2 and s ~= 4 then move(4); clear_leases() end
+    if fresh and cmd == 3 then move(0); cf, o = 0, 0; clear_window(); clear_leases() end
+
+    -- 3. Probe results: a lease counts once (compare and delete), and only
+    -- in the half-open period it was taken in.
+    for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
+      local lk = k .. ':p:' .. slot
+      if redis.call('GET', lk) == token then
+        redis.call('DEL', lk)
+        if tonumber(pg) == g and s == 2 then
+          if res == 'f' then
+            trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
+          elseif res == 's' then
+            ps = ps + 1
+            if ps >= R.hm then close() end
+          end
+        end
+      end
+    end
+
+    -- 4. Counts. The totals take every report; the rules' counts only a
+    -- report of the current generation in CLOSED (the generation fence).
+    if fresh then
+      redis.call('HINCRBY', k, 'tc', calls)
+      redis.call('HINCRBY', k, 'tf', fails)
+      redis.call('HINCRBY', k, 'ts', slow)
+      redis.call('HINCRBY', k, 'tr', rej)
+      if mygen == g and s == 0 and calls > 0 then
+        if succ > 0 then cf = tail else cf = cf + fails end
+        redis.call('RPUSH', wkey, now .. ',' .. calls .. ',' .. fails .. ',' .. slow)
+        wc, wf, ws = wc + calls, wf + fails, ws + slow
+      end
+    end
+    -- Trim the window: a count window keeps the newest reports that hold
+    -- window_size calls; a time window the reports of its length.
+    if s == 0 then
+      while wc > 0 do
+        local first = redis.call('LINDEX', wkey, 0)
+        if not first then wc, wf, ws = 0, 0, 0; break end
+        local ft, fc, ff, fs = string.match(first, '(%-?%d+),(%d+),(%d+),(%d+)')
+        ft, fc, ff, fs = tonumber(ft), tonumber(fc), tonumber(ff), tonumber(fs)
+        local drop
+        if R.wt == 1 then drop = ft <= now - R.wms else drop = wc - fc >= R.wn end
+        if not drop then break end
+        redis.call('LPOP', wkey)
+        wc, wf, ws = wc - fc, wf - ff, ws - fs
+      end
+    end
+
+    -- 5. A local trip (this process opened on its own counts): it opens the
+    -- fleet if the fleet has not moved since this process last looked; when
+    -- the fleet is open already, the later open-until wins. opened_at comes
+    -- from the trip itself (now - elapsed), never from an observer.
+    if tripped and lstate == 1 then
+      if s == 0 and mygen == g then
+        trip(now - lelapsed, lopen)
+      elseif s == 1 and now - lelapsed + lopen > oa + od then
+        od = now - lelapsed + lopen - oa
+      end
+    end
+
+    -- 6. The fleet's trip rules, on the fleet's counts (rules.hpp's
+    -- should_trip()).
+    if s == 0 then
+      local open = R.ft > 0 and cf >= R.ft
+      if not open and (R.fr >= 0 or R.sr >= 0) and wc > 0 and wc >= R.mc then
+        open = (R.fr >= 0 and wf / wc >= R.fr) or (R.sr >= 0 and ws / wc >= R.sr)
+      end
+      if open then trip(now, nil) end
+    end
+
+    redis.call('HSET', k, 'g', g, 's', s, 'oa', oa, 'od', od, 'o', o, 'cf', cf, 'ps', ps,
+      'wc', wc, 'wf', wf, 'ws', ws)
+    redis.call('PEXPIRE', k, ttl)
+    redis.call('PEXPIRE', wkey, ttl)
+    if moved then redis.call('PUBLISH', channel, k) end
+
+    local tc = redis.call('HGET', k, 'tc')
+    out[#out + 1] = status
+    out[#out + 1] = tostring(g)
+    out[#out + 1] = tostring(s)
+    out[#out + 1] = tostring(s == 1 and (now - oa) or 0)
+    out[#out + 1] = tostring(od)
+    out[#out + 1] = tostring(o)
+    out[#out + 1] = tostring(cf)
+    out[#out + 1] = tc or '0'
+    out[#out + 1] = redis.call('HGET', k, 'tf') or '0'
+    out[#out + 1] = ''
+  end
+end
+return out
+)LUA";
+
+// LEASE: a fleet-wide probe. KEYS[1] the breaker's hash key. ARGV[1] the
+// caller's token, ARGV[2] the lease (ms), ARGV[3] the events channel.
+// Moves an open fleet whose open period is over to half-open. Reply:
+// {'probe', g, slot} when a lease was taken; {'full', g, ms until the
+// earliest lease expires}; {'state', g, s, open elapsed ms, open ms, opens,
+// failures} when the fleet is not half-open; {'absent'} when the breaker has
+// no fleet state (the next sync rebuilds it).
+inline constexpr const char* kFleetLeaseScript = R"LUA(
+local k = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'hm')
+if not h[1] then return {'absent'} end
+local g, s, oa, od, o, cf, ps, hm = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]),
+  tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7]), tonumber(h[8])
+if s == 1 and now - oa > od then
+  s = 2
+  g = g + 1
+  ps = 0
+  redis.call('HSET', k, 's', 2, 'g', g, 'ps', 0)
+  redis.call('PUBLISH', ARGV[3], k)
+end
+if s ~= 2 then
+  return {'state', tostring(g), tostring(s), tostring(s == 1 and now - oa or 0), tostring(od),
+          tostring(o), tostring(cf)}
+end
+local live, free, wait = 0, nil, nil
+for slot = 0, hm - 1 do
+  local pt = redis.call('PTTL', k .. ':p:' .. slot)
+  if pt == -2 then
+    if not free then free = slot end
+  else
+    live = live + 1
+    if pt >= 0 and (not wait or pt < wait) then wait = pt end
+  end
+end
+if free and live + ps < hm then
+  redis.call('SET', k .. ':p:' .. free, ARGV[1], 'PX', tonumber(ARGV[2]))
+  return {'probe', tostring(g), tostring(free)}
+end
+return {'full', tostring(g), tostring(wait or -1)}
+)LUA";
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_FLEET_SCRIPT_HPP

@@ -1,0 +1,584 @@
+// The Redis transport of fleet-wide breakers (fleet.hpp), on hiredis.
+//
+// One FleetSync per store (server, prefix, intervals) per process. It owns
+// a background thread that never calls R: every sync_interval (or at once
+// when woken by a caller, or by a transition published by another process)
+// it sends one EVALSHA of the SYNC script for all of the process's breakers
+// of that store, and applies the replies. The same thread holds a pub/sub
+// subscription to the store's events channel; polling every tick is the
+// safety net, since pub/sub drops messages across a reconnect.
+//
+// The caller's thread uses its own connection, for one thing only: the
+// fleet-wide lease of a half-open probe (and the first registration of a
+// breaker), each bounded by `timeout` in all (connect included).
+//
+// The link has its own breaker (a core Breaker): a failed round trip opens
+// it, and until it lets a retry through, nothing waits on Redis; every
+// breaker runs on its local rules (mode "local") and its counts wait in its
+// pending report, to be merged on reconnect.
+#ifndef CIRCUITBREAKER_REDIS_FLEET_HPP
+#define CIRCUITBREAKER_REDIS_FLEET_HPP
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clock.hpp"
+#include "fleet.hpp"
+#include "fleet_script.hpp"
+#include "redis_url.hpp"
+
+namespace circuitbreaker {
+
+struct FleetSpec {
+  RedisEndpoint endpoint;
+  std::string prefix;
+  Nanos sync_interval = 100 * kNanosPerMs;
+  Nanos timeout = 100 * kNanosPerMs;
+  Nanos clock_offset = 0;  // tests: this process's clock, skewed
+  std::int64_t key_ttl_ms = 24LL * 3600 * 1000;
+
+  // Processes that give the same spec share one FleetSync.
+  std::string identity() const {
+    return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
+           std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' + endpoint.password +
+           '\n' + prefix + '\n' + std::to_string(sync_interval) + '\n' +
+           std::to_string(timeout) + '\n' + std::to_string(clock_offset);
+  }
+  std::string channel() const { return '{' + prefix + "}:events"; }
+};
+
+// The hash key of breaker `name`: "{prefix:name}" (a Redis Cluster hash
+// tag), with '{', '}', '%' and control bytes of the name written as %XX so
+// that the tag stays whole.
+inline std::string fleet_key(const std::string& prefix, const std::string& name) {
+  std::string out = "{" + prefix + ":";
+  static const char* hex = "0123456789ABCDEF";
+  for (unsigned char ch : name) {
+    if (ch == '{' || ch == '}' || ch == '%' || ch < 0x20 || ch == 0x7f) {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  out += '}';
+  return out;
+}
+
+// One hiredis connection: connect, AUTH and SELECT within a deadline, then
+// commands, each bounded by what is left of it.
+class RedisConnection {
+ public:
+  RedisConnection() = default;
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+  ~RedisConnection() { close(); }
+
+  bool connected() const noexcept { return ctx_ != nullptr; }
+  int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
+  redisContext* context() noexcept { return ctx_; }
+  const std::string& error() const noexcept { return error_; }
+
+  void close() noexcept {
+    if (ctx_) redisFree(ctx_);
+    ctx_ = nullptr;
+    sync_sha_.clear();
+    lease_sha_.clear();
+  }
+
+  bool connect(const RedisEndpoint& e, Nanos budget) {
+    close();
+    const timeval tv = to_timeval(budget);
+    ctx_ = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
+    if (ctx_ == nullptr || ctx_->err) {
+      error_ = ctx_ ? ctx_->errstr : "cannot allocate a Redis context";
+      close();
+      return false;
+    }
+    redisSetTimeout(ctx_, tv);
+    if (e.has_password) {
+      std::vector<std::string> auth{"AUTH"};
+      if (!e.username.empty()) auth.push_back(e.username);
+      auth.push_back(e.password);
+      if (!ok(command(auth))) return false;
+    }
+    if (e.db != 0 && !ok(command({"SELECT", std::to_string(e.db)}))) return false;
+    return true;
+  }
+
+  // Limits what the next commands may take.
+  void set_timeout(Nanos t) noexcept {
+    if (ctx_) redisSetTimeout(ctx_, to_timeval(t));
+  }
+
+  struct ReplyPtr {
+    redisReply* r = nullptr;
+    ReplyPtr() = default;
+    explicit ReplyPtr(redisReply* x) : r(x) {}
+    ReplyPtr(ReplyPtr&& o) noexcept : r(o.r) { o.r = nullptr; }
+    ReplyPtr& operator=(ReplyPtr&& o) noexcept {
+      std::swap(r, o.r);
+      return *this;
+    }
+    ~ReplyPtr() {
+      if (r) freeReplyObject(r);
+    }
+    redisReply* operator->() const noexcept { return r; }
+    explicit operator bool() const noexcept { return r != nullptr; }
+  };
+
+  // A command; an empty reply (and a closed connection) when the round trip
+  // failed: hiredis contexts are unusable after an I/O error or timeout.
+  ReplyPtr command(const std::vector<std::string>& args) {
+    if (!ctx_) return ReplyPtr{};
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()));
+    if (r == nullptr) {
+      error_ = ctx_->errstr[0] ? ctx_->errstr : "no reply";
+      close();
+    }
+    return ReplyPtr(r);
+  }
+
+  // EVALSHA of one of the two scripts, loading it first when needed (a new
+  // connection, or NOSCRIPT after SCRIPT FLUSH or a restart).
+  ReplyPtr eval(bool lease_script, const std::vector<std::string>& keys,
+                const std::vector<std::string>& args) {
+    std::string& sha = lease_script ? lease_sha_ : sync_sha_;
+    const char* source = lease_script ? kFleetLeaseScript : kFleetSyncScript;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (sha.empty()) {
+        ReplyPtr l = command({"SCRIPT", "LOAD", source});
+        if (!l || l->type != REDIS_REPLY_STRING) {
+          if (l) error_ = reply_text(l.r);
+          return ReplyPtr{};
+        }
+        sha.assign(l->str, l->len);
+      }
+      std::vector<std::string> argv{"EVALSHA", sha, std::to_string(keys.size())};
+      argv.insert(argv.end(), keys.begin(), keys.end());
+      argv.insert(argv.end(), args.begin(), args.end());
+      ReplyPtr r = command(argv);
+      if (r && r->type == REDIS_REPLY_ERROR && std::strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        sha.clear();
+        continue;
+      }
+      if (r && r->type == REDIS_REPLY_ERROR) error_ = reply_text(r.r);
+      return r;
+    }
+    return ReplyPtr{};
+  }
+
+  static std::string reply_text(const redisReply* r) {
+    if (r == nullptr) return "";
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+        r->type == REDIS_REPLY_ERROR) {
+      return std::string(r->str, r->len);
+    }
+    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+    return "";
+  }
+
+ private:
+  static timeval to_timeval(Nanos t) noexcept {
+    if (t < kNanosPerMs) t = kNanosPerMs;
+    timeval tv;
+    tv.tv_sec = static_cast<time_t>(t / 1000000000);
+    tv.tv_usec = static_cast<suseconds_t>((t % 1000000000) / 1000);
+    return tv;
+  }
+  bool ok(const ReplyPtr& r) {
+    if (!r) return false;
+    if (r->type == REDIS_REPLY_ERROR) {
+      error_ = reply_text(r.r);
+      close();
+      return false;
+    }
+    return true;
+  }
+
+  redisContext* ctx_ = nullptr;
+  std::string error_;
+  std::string sync_sha_, lease_sha_;
+};
+
+class FleetSync : public std::enable_shared_from_this<FleetSync> {
+ public:
+  struct Stats {
+    bool linked = false;
+    Nanos since_last_sync = -1;  // -1: never
+    double last_sync_unix = -1;  // seconds since the epoch; -1: never
+    std::uint64_t syncs = 0, failures = 0;
+    std::string last_error;
+  };
+
+  explicit FleetSync(const FleetSpec& spec) : spec_(spec), link_(link_settings(spec), now()) {
+    if (::pipe(wake_) != 0) wake_[0] = wake_[1] = -1;
+    for (int fd : wake_) {
+      if (fd >= 0) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      }
+    }
+  }
+  ~FleetSync() {
+    for (int fd : wake_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  // The process's FleetSync for `spec`, made on first use.
+  static std::shared_ptr<FleetSync> for_spec(const FleetSpec& spec) {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    std::weak_ptr<FleetSync>& slot = r.syncs[spec.identity()];
+    std::shared_ptr<FleetSync> s = slot.lock();
+    if (!s) {
+      s = std::make_shared<FleetSync>(spec);
+      slot = s;
+    }
+    return s;
+  }
+
+  // Stops every sync thread of the process (the package is being unloaded)
+  // and waits for them, at most `wait`.
+  static void shutdown_all(Nanos wait) {
+    Registry& r = registry();
+    std::vector<std::shared_ptr<FleetSync>> all;
+    {
+      std::lock_guard<std::mutex> g(r.mutex);
+      for (auto& kv : r.syncs) {
+        if (auto s = kv.second.lock()) all.push_back(s);
+      }
+    }
+    for (auto& s : all) s->stop();
+    const Nanos deadline = SteadyClock::now() + wait;
+    for (auto& s : all) {
+      std::unique_lock<std::mutex> g(s->members_mutex_);
+      while (s->running_ && SteadyClock::now() < deadline) {
+        s->stopped_.wait_for(g, std::chrono::milliseconds(10));
+      }
+    }
+  }
+
+  const FleetSpec& spec() const noexcept { return spec_; }
+  Nanos now() const noexcept { return SteadyClock::now() + spec_.clock_offset; }
+  bool linked() const noexcept { return linked_.load(std::memory_order_acquire); }
+
+  // Registers a breaker: one SYNC for it alone on the caller's connection
+  // (bounded by `timeout`), so that a configuration the fleet does not share
+  // is reported at once; then the thread takes it over.
+  void add(const std::shared_ptr<FleetMember>& m) {
+    {
+      std::lock_guard<std::mutex> g(caller_mutex_);
+      const Nanos deadline = SteadyClock::now() + spec_.timeout;
+      if (caller_ready(deadline)) {
+        std::vector<FleetMember*> one{m.get()};
+        if (!sync(caller_, one, deadline)) note_failure(caller_.error());
+      }
+    }
+    std::lock_guard<std::mutex> g(members_mutex_);
+    members_.push_back(m);
+    if (!running_) {
+      running_ = true;
+      stop_ = false;
+      std::thread([self = shared_from_this()] { self->run(); }).detach();
+    }
+  }
+
+  // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), on the
+  // caller's connection, within `timeout`; nullopt when the store cannot be
+  // reached (and at once while the link is down).
+  std::optional<std::vector<std::string>> lease(const std::string& key,
+                                                const std::string& token,
+                                                std::int64_t lease_ms) {
+    if (!linked()) return std::nullopt;
+    std::lock_guard<std::mutex> g(caller_mutex_);
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    if (!caller_ready(deadline)) return lost(caller_.error());
+    RedisConnection::ReplyPtr r =
+        caller_.eval(true, {key}, {token, std::to_string(lease_ms), spec_.channel()});
+    if (!r || r->type != REDIS_REPLY_ARRAY) return lost(caller_.error());
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      out.push_back(RedisConnection::reply_text(r->element[i]));
+    }
+    return out;
+  }
+
+  // Something to send now (a settled probe, a manual command).
+  void wake() noexcept {
+    if (wake_[1] >= 0) {
+      const char c = 1;
+      [[maybe_unused]] ssize_t n = ::write(wake_[1], &c, 1);
+    }
+  }
+
+  Stats stats() const {
+    Stats s;
+    s.linked = linked();
+    const Nanos last = last_ok_.load(std::memory_order_acquire);
+    s.since_last_sync = last > 0 ? now() - last : -1;
+    s.last_sync_unix = last_ok_unix_.load(std::memory_order_acquire);
+    s.syncs = syncs_.load(std::memory_order_relaxed);
+    s.failures = failures_.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> g(error_mutex_);
+    s.last_error = last_error_;
+    return s;
+  }
+
+ private:
+  struct Registry {
+    std::mutex mutex;
+    std::map<std::string, std::weak_ptr<FleetSync>> syncs;
+  };
+  static Registry& registry() {
+    static Registry* r = new Registry;  // never destroyed: threads may outlive exit()
+    return *r;
+  }
+
+  // Link breaker: a failed round trip opens it; retries after 0.25 s (at
+  // least one sync interval), doubling to at most 5 s, with jitter.
+  static Settings link_settings(const FleetSpec& spec) {
+    Config c;
+    c.failure_threshold = 1;
+    const double interval = nanos_to_seconds(spec.sync_interval);
+    c.recovery_timeout = interval > 0.25 ? interval : 0.25;
+    c.backoff_multiplier = 2;
+    c.max_recovery_timeout = 5;
+    c.jitter = 0.2;
+    return make_settings(c);
+  }
+
+  void stop() {
+    stop_ = true;
+    wake();
+  }
+
+  std::nullopt_t lost(const std::string& why) {
+    note_failure(why);
+    linked_.store(false, std::memory_order_release);
+    wake();  // the thread reconnects, paced by the link breaker
+    return std::nullopt;
+  }
+
+  void note_failure(const std::string& why) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> g(error_mutex_);
+    last_error_ = why;
+  }
+
+  void note_success() {
+    linked_.store(true, std::memory_order_release);
+    last_ok_.store(now(), std::memory_order_release);
+    last_ok_unix_.store(std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count(),
+                        std::memory_order_release);
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  static Nanos left(Nanos deadline) noexcept { return deadline - SteadyClock::now(); }
+
+  bool caller_ready(Nanos deadline) {
+    if (!caller_.connected() && !caller_.connect(spec_.endpoint, left(deadline))) {
+      return false;
+    }
+    caller_.set_timeout(left(deadline));
+    return true;
+  }
+
+  // One SYNC for `members` on `conn`; applies the replies. False when the
+  // round trip failed (the reports stay pending).
+  bool sync(RedisConnection& conn, const std::vector<FleetMember*>& members, Nanos deadline) {
+    std::vector<std::string> keys, args;
+    keys.reserve(members.size());
+    args.reserve(3 + members.size() * FleetReport::kArgs);
+    args.push_back(std::to_string(spec_.key_ttl_ms));
+    args.push_back(spec_.channel());
+    args.push_back(std::to_string(FleetReport::kArgs));
+    const Nanos t = now();
+    for (FleetMember* m : members) {
+      keys.push_back(m->key());
+      m->build(t).append_args(args, m->fingerprint(), m->rules());
+    }
+    conn.set_timeout(left(deadline));
+    RedisConnection::ReplyPtr r = conn.eval(false, keys, args);
+    if (!r || r->type != REDIS_REPLY_ARRAY ||
+        r->elements != members.size() * FleetReply::kFields) {
+      if (r && r->type != REDIS_REPLY_ERROR) note_failure("unexpected reply to the sync script");
+      conn.close();
+      return false;
+    }
+    const Nanos at = now();
+    std::string fields[FleetReply::kFields];
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      for (int j = 0; j < FleetReply::kFields; ++j) {
+        fields[j] = RedisConnection::reply_text(r->element[i * FleetReply::kFields + j]);
+      }
+      FleetReply reply;
+      if (reply.parse(fields)) members[i]->apply(reply, at);
+    }
+    note_success();
+    return true;
+  }
+
+  std::vector<std::shared_ptr<FleetMember>> live_members() {
+    std::vector<std::shared_ptr<FleetMember>> out;
+    std::lock_guard<std::mutex> g(members_mutex_);
+    std::vector<std::weak_ptr<FleetMember>> kept;
+    for (auto& w : members_) {
+      if (auto m = w.lock()) {
+        out.push_back(m);
+        kept.push_back(w);
+      }
+    }
+    members_.swap(kept);
+    return out;
+  }
+
+  // Whether the thread should end: stopped, or no breaker left.
+  bool finished() {
+    std::lock_guard<std::mutex> g(members_mutex_);
+    bool any = false;
+    for (auto& w : members_) any = any || !w.expired();
+    if (stop_ || !any) {
+      running_ = false;
+      stopped_.notify_all();
+      return true;
+    }
+    return false;
+  }
+
+  void tick() {
+    std::vector<std::shared_ptr<FleetMember>> live = live_members();
+    if (live.empty()) return;
+    const Nanos t = now();
+    const Admission a = link_.acquire(t);
+    if (!a.permitted) {
+      linked_.store(false, std::memory_order_release);
+      return;
+    }
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    bool ok = conn_.connected() || conn_.connect(spec_.endpoint, left(deadline));
+    if (ok) {
+      std::vector<FleetMember*> raw;
+      for (auto& m : live) raw.push_back(m.get());
+      ok = sync(conn_, raw, deadline);
+    }
+    if (!ok) {
+      note_failure(conn_.error());
+      linked_.store(false, std::memory_order_release);
+      sub_.close();
+    }
+    link_.record(a.permit, ok ? Outcome::Success : Outcome::Failure, now());
+    if (ok && !sub_.connected()) subscribe();
+  }
+
+  void subscribe() {
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    if (!sub_.connect(spec_.endpoint, left(deadline))) return;
+    RedisConnection::ReplyPtr r = sub_.command({"SUBSCRIBE", spec_.channel()});
+    if (!r || r->type != REDIS_REPLY_ARRAY) sub_.close();
+  }
+
+  // Reads what the subscription has; true when a transition was published.
+  bool read_events() {
+    redisContext* c = sub_.context();
+    if (c == nullptr) return false;
+    void* reply = nullptr;
+    if (redisBufferRead(c) != REDIS_OK) {
+      sub_.close();
+      return true;  // lost: sync now, as if told
+    }
+    bool any = false;
+    while (redisGetReplyFromReader(c, &reply) == REDIS_OK && reply != nullptr) {
+      any = true;
+      freeReplyObject(reply);
+      reply = nullptr;
+    }
+    return any;
+  }
+
+  void run() {
+    Nanos next = 0;
+    while (!finished()) {
+      const Nanos t = now();
+      if (t >= next) {
+        tick();
+        next = now() + spec_.sync_interval;
+        continue;
+      }
+      pollfd fds[2];
+      int n = 0;
+      fds[n++] = {wake_[0], POLLIN, 0};
+      if (sub_.connected()) fds[n++] = {sub_.fd(), POLLIN, 0};
+      const Nanos wait = next - t;
+      const int ms = static_cast<int>(wait / kNanosPerMs) + 1;
+      const int ready = ::poll(fds, static_cast<nfds_t>(n), ms);
+      if (ready <= 0) continue;
+      bool now_please = false;
+      if (fds[0].revents & POLLIN) {
+        char buf[64];
+        while (::read(wake_[0], buf, sizeof buf) > 0) {
+        }
+        now_please = true;
+      }
+      if (n > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+        now_please = read_events() || now_please;
+      }
+      if (now_please) next = now() + kNanosPerMs;  // coalesce a burst
+    }
+  }
+
+  const FleetSpec spec_;
+  Breaker link_;  // the sync thread's
+  RedisConnection conn_, sub_;  // the sync thread's
+  RedisConnection caller_;      // the caller's thread, under caller_mutex_
+  std::mutex caller_mutex_;
+  int wake_[2] = {-1, -1};
+
+  std::mutex members_mutex_;
+  std::condition_variable stopped_;
+  std::vector<std::weak_ptr<FleetMember>> members_;
+  bool running_ = false;
+  std::atomic<bool> stop_{false};
+
+  std::atomic<bool> linked_{false};
+  std::atomic<Nanos> last_ok_{0};
+  std::atomic<double> last_ok_unix_{-1};
+  std::atomic<std::uint64_t> syncs_{0}, failures_{0};
+  mutable std::mutex error_mutex_;
+  std::string last_error_;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS
+#endif  // CIRCUITBREAKER_REDIS_FLEET_HPP
