@@ -38,6 +38,13 @@ class AnyBreaker {
       : member_(std::move(member)), sync_(std::move(sync)) {
     core_ = &member_->breaker();
   }
+  // A fleet member's last counts go out before it is freed (a finalizer, or
+  // R exiting), bounded by the store's timeout.
+  ~AnyBreaker() {
+    if (member_) sync_->flush(member_);
+  }
+  AnyBreaker(const AnyBreaker&) = delete;
+  AnyBreaker& operator=(const AnyBreaker&) = delete;
   circuitbreaker::FleetMember* member() const noexcept { return member_.get(); }
   circuitbreaker::FleetSync* sync() const noexcept { return sync_.get(); }
 #else

@@ -1,7 +1,8 @@
 # A real redis-server for the Redis store's tests: on 127.0.0.1, a random
 # port, no persistence, in a private directory; stopped (and its directory
 # removed) when `env` ends. Tests that need it skip where redis-server or
-# hiredis is missing.
+# hiredis is missing. The result can stop, kill and restart (empty, on the
+# same port) the server, and run commands on it through a plain connection.
 local_redis_server <- function(password = NULL, env = parent.frame()) {
   skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
   server <- Sys.which("redis-server")
@@ -13,21 +14,86 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
   args <- c("--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", dir, "--daemonize", "no", "--loglevel", "warning")
   if (!is.null(password)) args <- c(args, "--requirepass", password)
-  proc <- processx::process$new(server, args, stdout = file.path(dir, "log"), stderr = "2>&1",
-                                cleanup = TRUE, cleanup_tree = TRUE)
-  withr::defer({
-    if (proc$is_alive()) {
-      proc$signal(tools::SIGCONT)  # a test may have stopped it
-      proc$kill()
-    }
-    unlink(dir, recursive = TRUE)
-  }, envir = env)
   url <- if (is.null(password)) sprintf("redis://127.0.0.1:%d/0", port) else
     sprintf("redis://:%s@127.0.0.1:%d/0", utils::URLencode(password, reserved = TRUE), port)
-  # Wait (at most 10 s) until it answers.
-  store <- breaker_store_redis(url, timeout = 0.5)
-  deadline <- Sys.time() + 10
-  while (!isTRUE(breaker_store_redis_ping(store)) && Sys.time() < deadline) Sys.sleep(0.05)
-  if (!isTRUE(breaker_store_redis_ping(store))) stop("redis-server did not start on port ", port)
-  list(process = proc, port = port, url = url)
+  self <- new.env(parent = emptyenv())
+  self$port <- port
+  self$url <- url
+  self$start <- function() {
+    self$process <- processx::process$new(server, args, stdout = file.path(dir, "log"), stderr = "2>&1",
+                                          cleanup = TRUE, cleanup_tree = TRUE)
+    # Wait (at most 10 s) until it answers.
+    store <- breaker_store_redis(url, timeout = 0.5)
+    deadline <- Sys.time() + 10
+    while (!isTRUE(breaker_store_redis_ping(store)) && Sys.time() < deadline) Sys.sleep(0.05)
+    if (!isTRUE(breaker_store_redis_ping(store))) stop("redis-server did not start on port ", port)
+    self$conn <- NULL
+    invisible(self)
+  }
+  self$kill <- function() {
+    if (!is.null(self$process) && self$process$is_alive()) {
+      self$process$signal(tools::SIGCONT)  # a test may have stopped it
+      self$process$kill()
+    }
+    self$conn <- NULL
+  }
+  self$restart <- function() {
+    self$kill()
+    self$start()
+  }
+  # One command (a character vector), on a connection kept for the test.
+  self$call <- function(...) {
+    if (is.null(self$conn)) self$conn <- circuitbreaker:::cb_redis_connect(url, 2)
+    circuitbreaker:::cb_redis_call(self$conn, as.character(c(...)))
+  }
+  # A field of the fleet state of breaker `name` (numbers as numbers).
+  self$fleet <- function(name, field, prefix = "circuitbreaker") {
+    v <- self$call("HGET", sprintf("{%s:%s}", prefix, name), field)
+    if (is.null(v)) NA_real_ else as.numeric(v)
+  }
+  withr::defer({
+    self$kill()
+    unlink(dir, recursive = TRUE)
+  }, envir = env)
+  self$start()
+  self
 }
+
+# The arguments every process of a test gives its fleet breaker.
+fleet_args <- function(...) {
+  utils::modifyList(list(failure_threshold = 5, recovery_timeout = 30), list(...))
+}
+
+# Runs `body(cb, extra)` in a new R process on the fleet breaker `name` of
+# the server at `url` (made with `args`), in the background; returns the
+# callr process. `body` must be self-contained. `env`: environment variables
+# for the child (the clock-offset test hook, for one).
+fleet_child <- function(url, name, args, body, extra = list(), env = character(),
+                        sync_interval = 0.05, timeout = 0.2) {
+  environment(body) <- globalenv()
+  callr::r_bg(
+    function(url, name, args, body, extra, sync_interval, timeout) {
+      library(circuitbreaker)
+      store <- breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout)
+      cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
+      body(cb, extra)
+    },
+    list(url = url, name = name, args = args, body = body, extra = extra,
+         sync_interval = sync_interval, timeout = timeout),
+    libpath = .libPaths(), supervise = TRUE, env = c(callr::rcmd_safe_env(), env)
+  )
+}
+
+# Polls `condition()` every 20 ms until it is TRUE, for at most `timeout`
+# seconds; returns its last value (a test asserts it).
+wait_until <- function(condition, timeout = 10) {
+  deadline <- Sys.time() + timeout
+  repeat {
+    ok <- isTRUE(condition())
+    if (ok || Sys.time() > deadline) return(ok)
+    Sys.sleep(0.02)
+  }
+}
+
+# Waits until file `path` exists (a child's "I am ready"), at most `timeout`.
+wait_for_file <- function(path, timeout = 20) wait_until(function() file.exists(path), timeout)

@@ -1,5 +1,8 @@
-# The Redis store's connection (in development): arguments, the client
-# library, and a checked round trip to a real redis-server on 127.0.0.1.
+# The Redis store: arguments, the client library, a checked round trip, and
+# fleet breakers shared by real R processes through a real redis-server on
+# 127.0.0.1 (started by each test on a random port), with its faults: killed,
+# hung, scripts flushed, restarted empty; processes killed holding a probe
+# lease; skewed clocks. Several hosts: test-store-redis-hosts.R.
 
 test_that("breaker_store_redis() checks its arguments", {
   skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
@@ -12,7 +15,6 @@ test_that("breaker_store_redis() checks its arguments", {
   expect_error(breaker_store_redis(prefix = "a b"), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_redis(timeout = 0), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_redis(sync_interval = "1"), class = "circuit_breaker_invalid_argument")
-  expect_error(circuit_breaker(name = "x", store = store), class = "circuit_breaker_store_unavailable")
 })
 
 test_that("a real redis-server answers PING, with a password and a database", {
@@ -45,4 +47,319 @@ test_that("a dead or hung redis-server costs at most the timeout", {
   res <- breaker_store_redis_ping(store)
   expect_false(res)
   expect_match(attr(res, "message"), "refused", ignore.case = TRUE)
+})
+
+test_that("processes on one breaker give exact fleet counts", {
+  server <- local_redis_server()
+  body <- function(cb, extra) {
+    for (i in seq_len(extra$n)) {
+      cb$execute(function() if (i %% 10 == 0) stop("down") else "ok", function(e) "fallback")
+    }
+    Sys.sleep(0.3)  # a few syncs; the rest goes out when the breaker is freed
+    cb$metrics()[c("calls", "failures", "mode")]
+  }
+  args <- fleet_args(failure_threshold = 1e6)
+  procs <- lapply(1:3, function(i) fleet_child(server$url, "counts", args, body, list(n = 300 * i)))
+  res <- collect_children(procs)
+  expect_equal(vapply(res, function(r) r$calls, 0), c(300, 600, 900))
+  expect_true(all(vapply(res, function(r) r$mode, "") == "fleet"))
+  # Every count reached the fleet exactly once (each child flushed on exit).
+  expect_true(wait_until(function() identical(server$fleet("counts", "tc"), 1800)))
+  expect_identical(server$fleet("counts", "tf"), 180)
+  expect_identical(server$fleet("counts", "s"), 0)  # CLOSED
+})
+
+test_that("a trip in one process opens the breaker in every process", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "trip", fleet_args())
+  # It makes no call until its copy says OPEN (a success anywhere would end
+  # the fleet's run of failures), then one, which is rejected.
+  watcher <- function(cb, extra) {
+    heard <- character()
+    cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
+    file.create(extra$ready)
+    deadline <- Sys.time() + 20
+    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
+    res <- cb$execute(function() "ok", function() "rejected")
+    list(result = res, state = cb$state, heard = heard)
+  }
+  ready <- tempfile()
+  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready))
+  expect_true(wait_for_file(ready))
+  # Two failures here, three in a second process: five across the fleet.
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  other <- fleet_child(server$url, "trip", fleet_args(), function(cb, extra) {
+    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
+    Sys.sleep(0.3)
+    cb$state
+  })
+  res <- collect_children(list(child, other))
+  expect_identical(res[[1]]$result, "rejected")
+  expect_identical(res[[1]]$state, "OPEN")
+  expect_true("OPEN" %in% res[[1]]$heard)
+  expect_true(wait_until(function() identical(cb$state, "OPEN")))
+  expect_identical(server$fleet("trip", "to"), 1)  # opened once, fleet-wide
+  expect_true(cb$metrics()$calls == 2)
+})
+
+test_that("exactly half_open_max_calls probes go out across the fleet", {
+  for (hom in c(1, 2)) {
+    server <- local_redis_server()
+    name <- paste0("probe", hom)
+    args <- fleet_args(failure_threshold = 2, recovery_timeout = 1.5, half_open_max_calls = hom)
+    start_file <- tempfile()
+    racer <- function(cb, extra) {
+      file.create(extra$ready)
+      deadline <- Sys.time() + 20
+      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+      at <- as.numeric(readLines(extra$start))
+      while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
+      probed <- FALSE
+      res <- cb$execute(function() {
+        probed <<- TRUE
+        Sys.sleep(0.5)
+        "ok"
+      }, function() "rejected")
+      list(probed = probed, result = res)
+    }
+    readies <- replicate(5, tempfile())
+    procs <- lapply(readies, function(r) {
+      fleet_child(server$url, name, args, racer, list(ready = r, start = start_file))
+    })
+    expect_true(all(vapply(readies, wait_for_file, TRUE)))
+    store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+    cb <- local_shared_breaker(store, name, args)
+    for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+    expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
+    # Every racer calls at the same moment, after the open period.
+    writeLines(format(as.numeric(Sys.time()) + 2.5, digits = 15), start_file)
+    res <- collect_children(procs)
+    expect_identical(sum(vapply(res, function(r) r$probed, TRUE)), as.integer(hom))
+    expect_identical(sum(vapply(res, function(r) identical(r$result, "ok"), TRUE)), as.integer(hom))
+    # Their successes closed the fleet.
+    expect_true(wait_until(function() identical(server$fleet(name, "s"), 0)))
+    breaker_remove(name)
+    server$kill()
+  }
+})
+
+test_that("manual control is fleet-wide, and listeners hear it through later", {
+  skip_if_not_installed("later")
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "manual", fleet_args())
+  listener <- function(cb, extra) {
+    options(circuitbreaker.host_poll_interval = 0.05)
+    heard <- character()
+    cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
+    file.create(extra$ready)
+    # No calls: only the event loop runs.
+    deadline <- Sys.time() + 20
+    while (!file.exists(extra$done) && Sys.time() < deadline) later::run_now(0.05)
+    heard
+  }
+  ready <- tempfile()
+  done <- tempfile()
+  child <- fleet_child(server$url, "manual", fleet_args(), listener, list(ready = ready, done = done))
+  expect_true(wait_for_file(ready))
+  Sys.sleep(0.3)
+  cb$force_open()
+  expect_true(wait_until(function() identical(server$fleet("manual", "s"), 3)))
+  Sys.sleep(0.5)
+  cb$disable()
+  expect_true(wait_until(function() identical(server$fleet("manual", "s"), 4)))
+  Sys.sleep(0.5)
+  cb$reset()
+  expect_true(wait_until(function() identical(server$fleet("manual", "s"), 0)))
+  Sys.sleep(0.5)
+  file.create(done)
+  heard <- collect_children(list(child))[[1]]
+  expect_identical(heard, c("FORCED_OPEN", "DISABLED", "CLOSED"))
+})
+
+test_that("with Redis killed, calls go on with local rules, and the fleet rebuilds when it is back", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60))
+  expect_identical(cb$execute(function() "ok"), "ok")
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet")))
+  server$kill()
+  # Calls go on; the link notices, and the mode turns local.
+  for (i in 1:5) expect_identical(cb$execute(function() "ok"), "ok")
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+  # The local rules still trip.
+  for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
+  expect_identical(cb$state, "OPEN")
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
+  expect_gt(cb$metrics()$sync_lag, 0)
+  # Restarted empty: the breaker's report rebuilds the fleet state, open.
+  server$start()
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  expect_true(wait_until(function() identical(server$fleet("killed", "s"), 1)))
+  # 6 successes and 3 failures, merged (the first one also reached the old
+  # server, which forgot it).
+  expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
+  # A process that joins now finds the breaker open.
+  res <- collect_children(list(fleet_child(server$url, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60),
+                                           function(cb, extra) cb$execute(function() "ok", function() "rejected"))))
+  expect_identical(res[[1]], "rejected")
+})
+
+test_that("with Redis hung (SIGSTOP), no call waits longer than the timeout", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "hung", fleet_args(failure_threshold = 2, recovery_timeout = 0.5))
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("hung", "s"), 1)))
+  Sys.sleep(0.7)  # the open period is over: the next call is a probe, which asks Redis
+  server$process$signal(tools::SIGSTOP)
+  on.exit(server$process$signal(tools::SIGCONT), add = TRUE)
+  elapsed <- system.time(res <- cb$execute(function() "ok", function() "rejected"))[["elapsed"]]
+  # The lease gave up within the timeout and the probe went out on local
+  # rules. (A bound on hanging, far above the 0.2 s timeout; not a timing.)
+  expect_lt(elapsed, 1.5)
+  expect_identical(res, "ok")
+  expect_identical(cb$state, "CLOSED")
+  times <- vapply(1:50, function(i) system.time(cb$execute(function() "ok"))[["elapsed"]], 0)
+  expect_lt(max(times), 1.5)
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+  server$process$signal(tools::SIGCONT)
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+})
+
+test_that("a report retried after a timeout is counted once", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.1)
+  cb <- local_shared_breaker(store, "retry", fleet_args(failure_threshold = 1e6))
+  for (i in 1:100) cb$execute(function() "ok")
+  expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 100)))
+  # Hung for a while: the syncs in flight time out, and are sent again (same
+  # ids) on new connections; on SIGCONT Redis runs every copy it received.
+  server$process$signal(tools::SIGSTOP)
+  for (i in 1:100) cb$execute(function() "ok")
+  Sys.sleep(1)
+  server$process$signal(tools::SIGCONT)
+  for (i in 1:100) cb$execute(function() "ok")
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  Sys.sleep(0.5)
+  expect_gt(circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$sync_failures, 0)
+  expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 300)))
+  Sys.sleep(0.3)
+  expect_identical(server$fleet("retry", "tc"), 300)
+})
+
+test_that("SCRIPT FLUSH is survived (NOSCRIPT reloads the scripts)", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "flush", fleet_args(failure_threshold = 2, recovery_timeout = 0.3))
+  for (i in 1:10) cb$execute(function() "ok")
+  expect_true(wait_until(function() identical(server$fleet("flush", "tc"), 10)))
+  expect_identical(server$call("SCRIPT", "FLUSH"), "OK")
+  for (i in 1:10) cb$execute(function() "ok")
+  expect_true(wait_until(function() identical(server$fleet("flush", "tc"), 20)))
+  # The lease script is reloaded too.
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("flush", "s"), 1)))
+  expect_identical(server$call("SCRIPT", "FLUSH"), "OK")
+  Sys.sleep(0.5)
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
+  expect_true(wait_until(function() identical(server$fleet("flush", "s"), 0)))
+})
+
+test_that("the probe lease of a process killed while probing expires", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 2, recovery_timeout = 0.5, half_open_max_wait = 1.5)
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "lease", args)
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("lease", "s"), 1)))
+  started <- tempfile()
+  prober <- function(cb, extra) {
+    Sys.sleep(1)  # past the open period
+    cb$execute(function() {
+      file.create(extra$started)
+      Sys.sleep(60)
+    }, function() "rejected")
+  }
+  child <- fleet_child(server$url, "lease", args, prober, list(started = started))
+  on.exit(if (child$is_alive()) child$kill(), add = TRUE)
+  expect_true(wait_for_file(started))
+  expect_identical(server$call("EXISTS", "{circuitbreaker:lease}:p:0"), 1)
+  # While the lease is held, this process's calls are rejected.
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
+  child$signal(tools::SIGKILL)
+  child$wait(5000)
+  # The lease expires (half_open_max_wait); then this process probes.
+  expect_true(wait_until(function() identical(server$call("EXISTS", "{circuitbreaker:lease}:p:0"), 0)))
+  expect_true(wait_until(function() identical(cb$execute(function() "ok", function() "rejected"), "ok")))
+  expect_true(wait_until(function() identical(server$fleet("lease", "s"), 0)))
+  expect_identical(cb$state, "CLOSED")
+})
+
+test_that("clocks skewed by 30 s either way change nothing", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 2, recovery_timeout = 2)
+  tripper <- function(cb, extra) {
+    for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+    Sys.sleep(0.5)
+    cb$metrics()[c("state", "seconds_until_probe")]
+  }
+  observer <- function(cb, extra) {
+    deadline <- Sys.time() + 20
+    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) {
+      cb$execute(function() "ok", function() "rejected")
+      Sys.sleep(0.02)
+    }
+    open <- cb$metrics()[c("state", "seconds_until_probe")]
+    # After the open period, one probe closes the fleet.
+    while (!identical(cb$state, "CLOSED") && Sys.time() < deadline) {
+      cb$execute(function() "ok", function() "rejected")
+      Sys.sleep(0.05)
+    }
+    list(open = open, final = cb$state)
+  }
+  ready <- tempfile()
+  watch <- fleet_child(server$url, "skew", args, observer, env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "-30"))
+  Sys.sleep(1)
+  trip <- fleet_child(server$url, "skew", args, tripper, env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "30"))
+  res <- collect_children(list(trip, watch))
+  expect_identical(res[[1]]$state, "OPEN")
+  expect_identical(res[[2]]$open$state, "OPEN")
+  # The observer waits what is left of the fleet's 2 s, not 2 s +/- 60 s.
+  expect_gte(res[[2]]$open$seconds_until_probe, 0)
+  expect_lte(res[[2]]$open$seconds_until_probe, 2)
+  expect_identical(res[[2]]$final, "CLOSED")
+})
+
+test_that("a fleet breaker checks its identity, name and clock", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, timeout = 0.5)
+  cb <- local_shared_breaker(store, "identity", fleet_args())
+  expect_snapshot(circuit_breaker(name = "identity", store = store, failure_threshold = 4),
+                  error = TRUE)
+  expect_error(circuit_breaker(name = "identity", store = store, failure_threshold = 4),
+               class = "circuit_breaker_store_wrong_config")
+  expect_error(circuit_breaker(store = store), class = "circuit_breaker_store_needs_name")
+  expect_error(circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()),
+               class = "circuit_breaker_invalid_argument")
+  expect_error(cb$configure(failure_threshold = 9), class = "circuit_breaker_store_configure")
+  cb$configure(timeout = 2)  # a per-process argument
+  expect_identical(cb$metrics()$store, "redis")
+  expect_match(format(cb)[[1]], "fleet-shared, fleet")
+  expect_true(is.numeric(cb$metrics()$sync_lag))
+  expect_s3_class(cb$metrics()$last_sync, "POSIXct")
+})
+
+test_that("a fleet breaker restored by readRDS() rejoins the fleet", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.5)
+  cb <- local_shared_breaker(store, "saved", fleet_args(failure_threshold = 2))
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("saved", "s"), 1)))
+  path <- tempfile(fileext = ".rds")
+  saveRDS(cb, path)
+  back <- readRDS(path)
+  expect_identical(back$execute(function() "ok", function() "rejected"), "rejected")
+  expect_identical(back$metrics()$store, "redis")
 })

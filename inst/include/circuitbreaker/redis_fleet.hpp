@@ -312,6 +312,18 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     }
   }
 
+  // Sends `m`'s last counts now, on the caller's connection, within
+  // `timeout` (a breaker being freed, or the process exiting): what was
+  // counted since the last sync is not lost. Nothing when the link is down.
+  void flush(const std::shared_ptr<FleetMember>& m) {
+    if (!linked()) return;
+    std::lock_guard<std::mutex> g(caller_mutex_);
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    if (!caller_ready(deadline)) return;
+    std::vector<FleetMember*> one{m.get()};
+    if (!sync(caller_, one, deadline)) note_failure(caller_.error());
+  }
+
   // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), on the
   // caller's connection, within `timeout`; nullopt when the store cannot be
   // reached (and at once while the link is down).
