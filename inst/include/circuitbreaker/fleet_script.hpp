@@ -77,6 +77,7 @@ for i, k in ipairs(KEYS) do
       'ft', r[1], 'rt', r[2], 'fr', r[3], 'sr', r[4], 'mc', r[5], 'wt', r[6], 'wn', r[7],
       'wms', r[8], 'hm', r[9], 'bm', r[10], 'mx', r[11])
     redis.call('DEL', k .. ':w')
+    mygen = g0  -- the report that rebuilds the state is current
   end
 
   local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'cfg')

@@ -1,0 +1,248 @@
+// A fleet member's side of the Redis store, without Redis: adopt() and
+// decline_probe() in the core (breaker.hpp), and FleetMember's reports,
+// replies and probe results (fleet.hpp). The script itself:
+// test_fleet_script.cpp.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "circuitbreaker/fleet.hpp"
+
+namespace cb = circuitbreaker;
+
+namespace {
+
+constexpr cb::Nanos kSec = cb::kNanosPerSecond;
+
+cb::Settings settings(double threshold = 3, double recovery = 10) {
+  cb::Config c;
+  c.failure_threshold = threshold;
+  c.recovery_timeout = recovery;
+  return cb::make_settings(c);
+}
+
+void fail(cb::Breaker& b, cb::Nanos now, int n = 1) {
+  for (int i = 0; i < n; ++i) {
+    const cb::Admission a = b.acquire(now);
+    REQUIRE(a.permitted);
+    b.record(a.permit, cb::Outcome::Failure, now);
+  }
+}
+
+cb::FleetReply reply_of(std::vector<std::string> v) {
+  REQUIRE(v.size() == cb::FleetReply::kFields);
+  cb::FleetReply r;
+  REQUIRE(r.parse(v.data()));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("adopt() takes the fleet's open period, on this process's clock", "[fleet]") {
+  cb::Breaker b(settings(), 0);
+  const std::uint64_t g = b.snapshot(0).generation;
+  cb::FleetView v;
+  v.state = cb::State::Open;
+  v.open_elapsed = 2 * kSec;
+  v.open_duration = 10 * kSec;
+  v.consecutive_opens = 1;
+  std::uint64_t seq = 0;
+  REQUIRE(b.adopt(v, g, 0, 100 * kSec, &seq));
+  const cb::Snapshot s = b.snapshot(100 * kSec);
+  CHECK(s.state == cb::State::Open);
+  CHECK(s.retry_after == 8 * kSec);  // 10 s from 2 s ago
+  CHECK(s.generation == g + 1);
+  CHECK(seq == s.last_transition);
+  CHECK(s.totals.times_opened == 1);
+  CHECK_FALSE(b.acquire(101 * kSec).permitted);
+  // After the fleet's period, the next call is a local half-open probe.
+  const cb::Admission probe = b.acquire(108 * kSec + 1);
+  CHECK(probe.permitted);
+  CHECK(probe.permit.kind == cb::PermitKind::Probe);
+}
+
+TEST_CASE("adopt() yields to anything that moved the breaker since the report", "[fleet]") {
+  cb::Breaker b(settings(), 0);
+  const std::uint64_t g = b.snapshot(0).generation;
+  fail(b, 1, 3);  // a local trip after the report was built
+  REQUIRE(b.snapshot(1).state == cb::State::Open);
+  cb::FleetView closed;
+  CHECK_FALSE(b.adopt(closed, g, 0, 2));
+  CHECK(b.snapshot(2).state == cb::State::Open);
+}
+
+TEST_CASE("adopt() of CLOSED adds the failures made since the report", "[fleet]") {
+  cb::Breaker b(settings(10), 0);
+  fail(b, 1, 2);
+  const cb::Snapshot at_report = b.snapshot(1);
+  fail(b, 2, 1);  // after the report
+  cb::FleetView v;
+  v.consecutive_failures = 5;  // the fleet's run, including our 2
+  REQUIRE(b.adopt(v, at_report.generation, at_report.consecutive_failures, 3));
+  CHECK(b.snapshot(3).consecutive_failures == 6);
+  // A success since the report ended the run: ours stands.
+  const cb::Admission a = b.acquire(4);
+  b.record(a.permit, cb::Outcome::Success, 4);
+  const cb::Snapshot s = b.snapshot(4);
+  v.consecutive_failures = 7;
+  REQUIRE(b.adopt(v, s.generation, 6, 5));
+  CHECK(b.snapshot(5).consecutive_failures == 0);
+}
+
+TEST_CASE("adopt() of a new generation in the same state starts a new period", "[fleet]") {
+  cb::Breaker b(settings(10), 0);
+  const cb::Admission inflight = b.acquire(1);
+  REQUIRE(inflight.permitted);
+  const cb::Snapshot before = b.snapshot(1);
+  cb::FleetView v;
+  v.new_generation = true;  // a fleet-wide reset
+  REQUIRE(b.adopt(v, before.generation, 0, 2));
+  CHECK(b.snapshot(2).generation == before.generation + 1);
+  b.record(inflight.permit, cb::Outcome::Failure, 3);
+  const cb::Snapshot s = b.snapshot(3);
+  CHECK(s.totals.late == 1);
+  CHECK(s.consecutive_failures == 0);
+}
+
+TEST_CASE("adopt() of manual states; decline_probe() rejects a probe", "[fleet]") {
+  cb::Breaker b(settings(1, 1), 0);
+  cb::FleetView v;
+  v.state = cb::State::ForcedOpen;
+  REQUIRE(b.adopt(v, b.snapshot(0).generation, 0, 1));
+  CHECK_FALSE(b.acquire(2).permitted);
+  v.state = cb::State::Disabled;
+  REQUIRE(b.adopt(v, b.snapshot(2).generation, 0, 3));
+  CHECK(b.acquire(4).permit.kind == cb::PermitKind::PassThrough);
+  v.state = cb::State::HalfOpen;
+  REQUIRE(b.adopt(v, b.snapshot(4).generation, 0, 5));
+  const cb::Admission probe = b.acquire(6);
+  REQUIRE(probe.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission no = b.decline_probe(probe.permit, kSec / 10, 7);
+  CHECK_FALSE(no.permitted);
+  CHECK(no.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(no.retry_after == kSec / 10);
+  const cb::Snapshot s = b.snapshot(7);
+  CHECK(s.probes_in_flight == 0);
+  CHECK(s.totals.rejected == 2);  // the forced-open call and this one
+  CHECK(b.acquire(8).permit.kind == cb::PermitKind::Probe);  // the slot is free again
+}
+
+TEST_CASE("configuration fingerprints name the first argument that differs", "[fleet]") {
+  cb::Config a;
+  cb::Config b;
+  CHECK(cb::fleet_fingerprint_difference(cb::fleet_config_fingerprint(a),
+                                         cb::fleet_config_fingerprint(b)) == -1);
+  b.recovery_timeout = 5;
+  CHECK(std::string(cb::kConfigFields[cb::fleet_fingerprint_difference(
+                                          cb::fleet_config_fingerprint(a),
+                                          cb::fleet_config_fingerprint(b))]
+                        .name) == "recovery_timeout");
+  b = a;
+  b.ramp_up = 3;
+  CHECK(std::string(cb::kConfigFields[cb::fleet_fingerprint_difference(
+                                          cb::fleet_config_fingerprint(a),
+                                          cb::fleet_config_fingerprint(b))]
+                        .name) == "ramp_up");
+}
+
+TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 3;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 2);
+  const cb::FleetReport first = m.build(2);
+  CHECK(first.id == "proc.1");
+  CHECK(first.delta.calls == 2);
+  CHECK(first.delta.failures == 2);
+  CHECK(first.known_generation == 0);
+  fail(m.breaker(), 3, 1);  // trips locally
+  const cb::FleetReport again = m.build(4);  // the first got no answer
+  CHECK(again.id == "proc.1");
+  CHECK(again.delta.calls == 2);
+  CHECK(again.state == cb::State::Open);
+  CHECK(again.tripped);
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 5);
+  const cb::FleetReport next = m.build(6);
+  CHECK(next.id == "proc.2");
+  CHECK(next.delta.calls == 1);
+  CHECK(next.known_generation == 7);
+  CHECK_FALSE(next.tripped);
+  const cb::Snapshot s = m.breaker().snapshot(6);
+  CHECK(s.state == cb::State::Open);
+  CHECK(s.retry_after == 60 * kSec - 1);
+  // Nothing new: a report without an id (state only).
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 7);
+  CHECK(m.build(8).id.empty());
+}
+
+TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]") {
+  cb::FleetMember m("api", "{p:api}", cb::Config{}, 0, "proc");
+  (void)m.build(1);
+  m.apply(reply_of({"cfg", "0", "0", "0", "0", "0", "0", "0", "0", "3,1,nan"}), 2);
+  CHECK(m.status().fleet_config == "3,1,nan");
+}
+
+TEST_CASE("replies that are not the script's are refused", "[fleet]") {
+  cb::FleetReply r;
+  const std::string bad_state[cb::FleetReply::kFields] = {"ok", "1", "9", "0", "0",
+                                                         "0",  "0", "0", "0", ""};
+  CHECK_FALSE(r.parse(bad_state));
+  const std::string not_number[cb::FleetReply::kFields] = {"ok", "x", "0", "0", "0",
+                                                          "0",  "0", "0", "0", ""};
+  CHECK_FALSE(r.parse(not_number));
+  const std::string unknown[cb::FleetReply::kFields] = {"??", "1", "0", "0", "0",
+                                                       "0",  "0", "0", "0", ""};
+  CHECK_FALSE(r.parse(unknown));
+}
+
+TEST_CASE("a probe's outcome goes to the fleet with its lease token", "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  std::string token;
+  const cb::Admission ok = m.confirm_probe(
+      a, 2 * kSec, kSec / 10, [&token](const std::string& t, std::int64_t lease_ms) {
+        token = t;
+        CHECK(lease_ms == 1000);
+        return std::optional<std::vector<std::string>>({"probe", "4", "0"});
+      });
+  CHECK(ok.permitted);
+  CHECK(token.size() == 32);
+  m.breaker().record(ok.permit, cb::Outcome::Success, 2 * kSec + 1);
+  CHECK(m.probe_settled(ok.permit, false, 2 * kSec + 1));
+  CHECK_FALSE(m.probe_settled(ok.permit, false, 2 * kSec + 1));  // once
+  CHECK(m.build(3 * kSec).probes == "0:" + token + ":4:s:-1;");
+}
+
+TEST_CASE("a probe without a fleet lease is declined, and the next calls wait", "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  int asked = 0;
+  auto full = [&asked](const std::string&, std::int64_t) {
+    ++asked;
+    return std::optional<std::vector<std::string>>({"full", "4", "300"});
+  };
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  const cb::Admission no = m.confirm_probe(a, 2 * kSec, kSec / 10, full);
+  CHECK_FALSE(no.permitted);
+  CHECK(no.rejection == cb::Rejection::HalfOpenFull);
+  CHECK(no.retry_after == kSec / 10);  // the sync interval, shorter than the lease
+  // Within the hold, no round trip.
+  const cb::Admission b = m.breaker().acquire(2 * kSec + 1000);
+  CHECK_FALSE(m.confirm_probe(b, 2 * kSec + 1000, kSec / 10, full).permitted);
+  CHECK(asked == 1);
+  // The store away: the probe goes out on local rules.
+  const cb::Admission c2 = m.breaker().acquire(3 * kSec);
+  const cb::Admission local = m.confirm_probe(
+      c2, 3 * kSec, kSec / 10,
+      [](const std::string&, std::int64_t) { return std::optional<std::vector<std::string>>(); });
+  CHECK(local.permitted);
+}

@@ -1,0 +1,295 @@
+// The fleet's script (fleet_script.hpp) against the core's rules, on a real
+// redis-server (started here on 127.0.0.1, a free port; skipped with a
+// warning where redis-server is missing). The script is the one second
+// implementation of the trip rules, so it is checked against the core: a
+// fleet fed one call per report must trip exactly when a Breaker fed the
+// same calls does, with the same open duration.
+#include <catch2/catch.hpp>
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "circuitbreaker/redis_fleet.hpp"
+
+namespace cb = circuitbreaker;
+
+namespace {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// A redis-server for this test case: killed and reaped on scope exit.
+struct RedisServer {
+  pid_t pid = -1;
+  cb::RedisEndpoint endpoint;
+
+  RedisServer() {
+    endpoint.host = "127.0.0.1";
+    endpoint.port = free_port();
+    const std::string port = std::to_string(endpoint.port);
+    std::fflush(stdout);  // the child must not print Catch's buffered output again
+    pid = ::fork();
+    if (pid == 0) {
+      std::FILE* null = std::freopen("/dev/null", "w", stdout);
+      (void)null;
+      ::dup2(STDOUT_FILENO, STDERR_FILENO);
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--loglevel", "warning", "--dir", "/tmp",
+               static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~RedisServer() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  // Connected within 5 s, or false (redis-server missing).
+  bool connect(cb::RedisConnection& c) const {
+    for (int i = 0; i < 100; ++i) {
+      if (c.connect(endpoint, cb::kNanosPerSecond)) return true;
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) return false;  // exec failed
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+};
+
+// One report for one call and what the script said back.
+struct Fleet {
+  cb::RedisConnection& conn;
+  std::string key, fingerprint, rules;
+  std::uint64_t generation = 0;
+  int serial = 0;
+
+  cb::FleetReply send(cb::FleetReport r, bool fresh_id = true) {
+    if (fresh_id) r.id = "t." + std::to_string(++serial);
+    std::vector<std::string> args{"60000", "{t}:events", std::to_string(cb::FleetReport::kArgs)};
+    r.append_args(args, fingerprint, rules);
+    cb::RedisConnection::ReplyPtr reply = conn.eval(false, {key}, args);
+    REQUIRE(reply);
+    INFO(cb::RedisConnection::reply_text(reply.r));
+    REQUIRE(reply->type == REDIS_REPLY_ARRAY);
+    REQUIRE(reply->elements == cb::FleetReply::kFields);
+    std::string v[cb::FleetReply::kFields];
+    for (int i = 0; i < cb::FleetReply::kFields; ++i) {
+      v[i] = cb::RedisConnection::reply_text(reply->element[i]);
+    }
+    cb::FleetReply out;
+    REQUIRE(out.parse(v));
+    generation = out.generation;
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the fleet script trips exactly when the core does", "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) {
+    WARN("redis-server is not available: skipped");
+    return;
+  }
+  std::mt19937_64 rng(20261201);
+  int trips = 0, scenarios = 0;
+  for (int scenario = 0; scenario < 60; ++scenario) {
+    cb::Config c;
+    const int kind = scenario % 3;
+    c.failure_threshold = kind == 1 ? 1e30 : static_cast<double>(1 + rng() % 6);
+    c.recovery_timeout = static_cast<double>(1 + rng() % 100);
+    if (kind >= 1) {
+      c.failure_rate_threshold = 0.2 + 0.1 * static_cast<double>(rng() % 6);
+      c.window_size = static_cast<double>(4 + rng() % 20);
+      c.minimum_calls = static_cast<double>(1 + rng() % 4);
+    }
+    if (kind == 2) {
+      c.slow_call_duration = 1;
+      c.slow_call_rate_threshold = 0.5;
+    }
+    const cb::Settings s = cb::make_settings(c);
+    cb::Breaker ref(s, 0);
+    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}", cb::fleet_config_fingerprint(c),
+                cb::fleet_rules(s)};
+    ++scenarios;
+    cb::Nanos now = cb::kNanosPerSecond;
+    const double p_fail = 0.15 + 0.1 * static_cast<double>(rng() % 6);
+    for (int step = 0; step < 150; ++step) {
+      const bool failed = std::uniform_real_distribution<double>(0, 1)(rng) < p_fail;
+      const bool slow = kind == 2 && rng() % 3 == 0;
+      const cb::Admission a = ref.acquire(now);
+      REQUIRE(a.permitted);
+      const cb::Nanos end = now + (slow ? 2 : 0) * cb::kNanosPerSecond;
+      ref.record(a.permit, failed ? cb::Outcome::Failure : cb::Outcome::Success, end);
+      const cb::Snapshot snap = ref.snapshot(end);
+      cb::FleetReport r;
+      r.known_generation = fleet.generation;
+      r.delta.calls = 1;
+      r.delta.failures = failed ? 1 : 0;
+      r.delta.successes = failed ? 0 : 1;
+      r.delta.slow = slow ? 1 : 0;
+      r.consecutive_failures = snap.consecutive_failures;
+      r.state = cb::State::Closed;  // the script decides alone
+      const cb::FleetReply reply = fleet.send(r);
+      INFO("scenario " << scenario << " step " << step << " fingerprint "
+                       << fleet.fingerprint);
+      REQUIRE((reply.state == cb::State::Open) == (snap.state == cb::State::Open));
+      if (snap.state == cb::State::Open) {
+        ++trips;
+        CHECK(reply.open_ms == cb::nanos_to_ms(snap.open_duration));
+        // A report of the generation before the trip counts, and moves nothing.
+        cb::FleetReport stale;
+        stale.known_generation = fleet.generation - 1;
+        stale.delta.calls = 3;
+        stale.delta.failures = 3;
+        stale.consecutive_failures = 3;
+        const cb::FleetReply after = fleet.send(stale);
+        CHECK(after.generation == reply.generation);
+        CHECK(after.fleet_calls == reply.fleet_calls + 3);
+        // Both start again.
+        cb::FleetReport reset;
+        reset.known_generation = fleet.generation;
+        reset.command = cb::FleetCommand::Reset;
+        const cb::FleetReply closed = fleet.send(reset);
+        REQUIRE(closed.state == cb::State::Closed);
+        ref.reset(end);
+      }
+      now = end + cb::kNanosPerMs;
+    }
+  }
+  CHECK(scenarios == 60);
+  CHECK(trips > 100);  // the scenarios do trip
+}
+
+TEST_CASE("the fleet script applies a report once, and fences old generations",
+          "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) {
+    WARN("redis-server is not available: skipped");
+    return;
+  }
+  cb::Config c;
+  c.failure_threshold = 3;
+  c.recovery_timeout = 30;
+  const cb::Settings s = cb::make_settings(c);
+  Fleet fleet{conn, "{t:once}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  cb::FleetReport r;
+  r.delta.calls = 2;
+  r.delta.failures = 2;
+  r.consecutive_failures = 2;
+  cb::FleetReply first = fleet.send(r);
+  CHECK(first.fleet_calls == 2);
+  CHECK(first.consecutive_failures == 2);  // the report that creates the state counts
+  // The same report again (a retry after a timeout): nothing added.
+  const cb::FleetReply again = fleet.send(r, false);
+  CHECK(again.fleet_calls == 2);
+  CHECK(again.consecutive_failures == 2);
+  // A report of an older generation adds to the totals only.
+  r.known_generation = fleet.generation + 5;
+  const cb::FleetReply fenced = fleet.send(r);
+  CHECK(fenced.fleet_calls == 4);
+  CHECK(fenced.consecutive_failures == 2);
+  // A local trip opens the fleet, with the trip's own time and duration.
+  cb::FleetReport trip;
+  trip.known_generation = fleet.generation;
+  trip.state = cb::State::Open;
+  trip.tripped = true;
+  trip.open_elapsed_ms = 5000;
+  trip.open_ms = 20000;
+  const cb::FleetReply open = fleet.send(trip);
+  CHECK(open.state == cb::State::Open);
+  CHECK(open.open_ms == 20000);
+  CHECK(open.open_elapsed_ms >= 5000);
+  CHECK(open.open_elapsed_ms < 6000);
+  // An observer that reports OPEN without having tripped re-stamps nothing.
+  cb::FleetReport observer;
+  observer.known_generation = fleet.generation;
+  observer.state = cb::State::Open;
+  observer.open_elapsed_ms = 0;
+  observer.open_ms = 999999;
+  const cb::FleetReply still = fleet.send(observer);
+  CHECK(still.open_ms == 20000);
+  CHECK(still.open_elapsed_ms >= 5000);
+  // Another process's later trip extends to the later open-until.
+  cb::FleetReport later = trip;
+  later.known_generation = fleet.generation;
+  later.open_elapsed_ms = 0;
+  const cb::FleetReply extended = fleet.send(later);
+  CHECK(extended.generation == open.generation);
+  CHECK(extended.open_ms >= 25000);
+  // A configuration that differs is refused, with the fleet's.
+  Fleet other{conn, "{t:once}", "9,9", cb::fleet_rules(s)};
+  const cb::FleetReport nothing;
+  std::vector<std::string> args{"60000", "{t}:events", std::to_string(cb::FleetReport::kArgs)};
+  nothing.append_args(args, other.fingerprint, other.rules);
+  cb::RedisConnection::ReplyPtr reply = conn.eval(false, {other.key}, args);
+  REQUIRE(reply);
+  REQUIRE(reply->type == REDIS_REPLY_ARRAY);
+  CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg");
+  CHECK(cb::RedisConnection::reply_text(reply->element[9]) == fleet.fingerprint);
+}
+
+TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) {
+    WARN("redis-server is not available: skipped");
+    return;
+  }
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 0.2;
+  c.half_open_max_calls = 2;
+  const cb::Settings s = cb::make_settings(c);
+  Fleet fleet{conn, "{t:lease}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  cb::FleetReport r;
+  (void)fleet.send(r);
+  r.known_generation = fleet.generation;
+  r.delta.calls = 1;
+  r.delta.failures = 1;
+  r.consecutive_failures = 1;
+  REQUIRE(fleet.send(r).state == cb::State::Open);
+  auto lease = [&conn](const std::string& token) {
+    cb::RedisConnection::ReplyPtr x =
+        conn.eval(true, {"{t:lease}"}, {token, "10000", "{t}:events"});
+    REQUIRE(x);
+    REQUIRE(x->type == REDIS_REPLY_ARRAY);
+    return cb::RedisConnection::reply_text(x->element[0]);
+  };
+  CHECK(lease("aa") == "state");  // still open
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(lease("aa") == "probe");
+  CHECK(lease("bb") == "probe");
+  CHECK(lease("cc") == "full");
+  CHECK(lease("dd") == "full");
+}
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS
