@@ -10,7 +10,10 @@
 #'   `failures`, `slow_calls`, `ignored`, `rejected`, `released`,
 #'   `failure_count`, `times_opened`, `window_calls`), the rates
 #'   (`failure_rate`, `slow_call_rate`; `null` while the window is empty),
-#'   `open_duration` and `seconds_until_probe` (`null` when forced open).
+#'   `open_duration` and `seconds_until_probe` (`null` when forced open);
+#'   `store`, and for a fleet breaker ([breaker_store_redis()]) `mode`
+#'   (`"fleet"` or `"local"`), `sync_lag` (seconds since the last good sync)
+#'   and `last_sync` (its time, ISO 8601 in UTC).
 #' * `GET {path}/metrics`: the same in the Prometheus text format (see
 #'   [breaker_prometheus()]), with the content type
 #'   `text/plain; version=0.0.4; charset=utf-8`.
@@ -184,13 +187,15 @@ pr_cb_json_serializer <- function() {
 pr_cb_status_fields <- c(
   "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
   "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
-  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe"
+  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe",
+  "mode", "sync_lag", "last_sync"
 )
 
 pr_cb_status <- function(m) {
   out <- m[intersect(pr_cb_status_fields, names(m))]
   lapply(out, function(x) {
     x <- x[[1]]
+    if (inherits(x, "POSIXct")) return(if (is.na(x)) NA_character_ else format(x, "%Y-%m-%dT%H:%M:%OS3Z", tz = "UTC"))
     if (is.numeric(x) && !is.finite(x)) NA_real_ else x
   })
 }

@@ -12,11 +12,17 @@
 #' `unnamed-2`, ... in the order given.
 #'
 #' Gauges:
-#' * `circuitbreaker_info{breaker, store}`: always 1; `store` is `"process"`
-#'   or `"host"` (a breaker shared by the host's processes,
-#'   [breaker_store_host()]). Every worker of a host reports a host-shared
+#' * `circuitbreaker_info{breaker, store}`: always 1; `store` is `"process"`,
+#'   `"host"` (a breaker shared by the host's processes,
+#'   [breaker_store_host()]) or `"redis"` (shared by a fleet,
+#'   [breaker_store_redis()]). Every worker of a host reports a host-shared
 #'   breaker's host-wide counts, so aggregate its series across the workers
-#'   of one host with `max()`, not `sum()`.
+#'   of one host with `max()`, not `sum()`. A fleet breaker's counts are the
+#'   process's own (sum them); its state is the fleet's.
+#' * For fleet breakers only: `circuitbreaker_fleet_mode{breaker, mode}` (1
+#'   for the current mode, `fleet` or `local`),
+#'   `circuitbreaker_fleet_sync_lag_seconds` (since the last good sync) and
+#'   `circuitbreaker_fleet_last_sync_timestamp_seconds`.
 #' * `circuitbreaker_state{breaker, state}`: 1 for the current state, 0 for
 #'   the four others (`CLOSED`, `OPEN`, `HALF_OPEN`, `FORCED_OPEN`,
 #'   `DISABLED`), so that every state always has a series.
@@ -67,6 +73,7 @@ breaker_prometheus <- function(breakers = NULL) {
     for (i in seq_along(rows)) {
       m <- rows[[i]]$metrics
       samples <- family$samples(m)
+      if (length(samples) == 0L) next  # a family for some stores only
       extra <- if (is.null(names(samples))) {
         ""
       } else {
@@ -89,8 +96,9 @@ breaker_states <- c("CLOSED", "OPEN", "HALF_OPEN", "FORCED_OPEN", "DISABLED")
 # `label` when the family has a second label).
 prom_families <- list(
   list(name = "circuitbreaker_info", type = "gauge",
-       help = paste("Where the breaker's state lives: store=\"process\" (this process) or \"host\"",
-                    "(shared by the host's processes, which all report the same host-wide counts)."),
+       help = paste("Where the breaker's state lives: store=\"process\" (this process), \"host\"",
+                    "(shared by the host's processes, which all report the same host-wide counts)",
+                    "or \"redis\" (shared by a fleet through Redis)."),
        label = "store",
        samples = function(m) stats::setNames(1, m$store %||% "process")),
   list(name = "circuitbreaker_state", type = "gauge",
@@ -125,7 +133,21 @@ prom_families <- list(
        samples = function(m) prom_field(m, "slow_calls")),
   list(name = "circuitbreaker_opened_total", type = "counter",
        help = "Times the breaker opened.",
-       samples = function(m) prom_field(m, "times_opened"))
+       samples = function(m) prom_field(m, "times_opened")),
+  list(name = "circuitbreaker_fleet_mode", type = "gauge",
+       help = paste("Fleet breakers (Redis store): 1 for the current mode, fleet (in step with Redis)",
+                    "or local (Redis unreachable: local rules), 0 for the other."),
+       label = "mode",
+       samples = function(m) {
+         if (!identical(m$store, "redis")) return(NULL)
+         stats::setNames(as.numeric(c("fleet", "local") == m$mode), c("fleet", "local"))
+       }),
+  list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge",
+       help = "Fleet breakers (Redis store): seconds since the last good sync with Redis (NaN before the first).",
+       samples = function(m) if (identical(m$store, "redis")) prom_field(m, "sync_lag")),
+  list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge",
+       help = "Fleet breakers (Redis store): the time of the last good sync with Redis, in seconds since the epoch.",
+       samples = function(m) if (identical(m$store, "redis")) prom_field(m, "last_sync"))
 )
 
 # A metric as a plain number (NaN when it is missing or NA).

@@ -56,9 +56,12 @@ breaker_get <- function(name) {
 #' @export
 breaker_list <- function() {
   names <- sort(ls(registry$entries, all.names = TRUE))
-  rows <- lapply(names, function(n) {
-    as.data.frame(breaker_metrics(registry$entries[[n]]), stringsAsFactors = FALSE)
-  })
+  metrics <- lapply(names, function(n) breaker_metrics(registry$entries[[n]]))
+  # Fleet breakers (Redis store) have more fields: the others get them as NA.
+  if (any(vapply(metrics, function(m) identical(m$store, "redis"), logical(1)))) {
+    metrics <- lapply(metrics, function(m) c(m, fleet_metrics_na[setdiff(names(fleet_metrics_na), names(m))]))
+  }
+  rows <- lapply(metrics, as.data.frame, stringsAsFactors = FALSE)
   if (length(rows) == 0L) {
     return(as.data.frame(circuit_breaker(name = NULL)$metrics(), stringsAsFactors = FALSE)[0, ])
   }

@@ -71,8 +71,10 @@ NULL
 #'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
 #' since the last good sync), `last_sync` (its time) and the fleet's counts;
-#' so do [breaker_status()], the plumber status route and the Prometheus
-#' metrics (`circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`).
+#' so do [breaker_list()], the plumber status route ([pr_circuit_breakers()])
+#' and the Prometheus metrics ([breaker_prometheus()]:
+#' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
+#' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
 #'
 #' @section Keys:
 #' Every key of a breaker starts with `{prefix:name}` (a Redis Cluster hash
@@ -173,6 +175,10 @@ fleet_metrics <- function(ptr) {
     fleet_failures = info$fleet_failures
   )
 }
+
+# The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
+fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
+                         fleet_calls = NA_real_, fleet_failures = NA_real_)
 
 #' @export
 format.circuit_breaker_store_redis <- function(x, ...) {

@@ -363,3 +363,48 @@ test_that("a fleet breaker restored by readRDS() rejoins the fleet", {
   expect_identical(back$execute(function() "ok", function() "rejected"), "rejected")
   expect_identical(back$metrics()$store, "redis")
 })
+
+test_that("print(), breaker_list(), Prometheus and the status route show a fleet breaker's mode", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "shown", fleet_args())
+  local <- local_breaker(name = "shown-local")
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet")))
+  expect_output(print(cb), "shown \\(fleet-shared, fleet\\)")
+  listed <- breaker_list()
+  expect_identical(listed$store[listed$name == "shown"], "redis")
+  expect_identical(listed$mode[listed$name == "shown"], "fleet")
+  expect_true(is.na(listed$mode[listed$name == "shown-local"]))
+  prom <- breaker_prometheus(list(cb, local))
+  expect_match(prom, 'circuitbreaker_info{breaker="shown",store="redis"} 1', fixed = TRUE)
+  expect_match(prom, 'circuitbreaker_fleet_mode{breaker="shown",mode="fleet"} 1', fixed = TRUE)
+  expect_match(prom, 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 0', fixed = TRUE)
+  expect_match(prom, 'circuitbreaker_fleet_sync_lag_seconds{breaker="shown"} ', fixed = TRUE)
+  expect_false(grepl('circuitbreaker_fleet_mode{breaker="shown-local"', prom, fixed = TRUE))
+  status <- circuitbreaker:::pr_cb_status(cb$metrics())
+  expect_identical(status$store, "redis")
+  expect_identical(status$mode, "fleet")
+  expect_match(status$last_sync, "^\\d{4}-\\d{2}-\\d{2}T")
+  server$kill()
+  expect_true(wait_until(function() {
+    cb$execute(function() "ok")
+    identical(cb$metrics()$mode, "local")
+  }))
+  expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1', fixed = TRUE)
+  if (nzchar(Sys.which("promtool"))) {
+    out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
+                   stdout = TRUE, stderr = TRUE)
+    expect_identical(attr(out, "status"), NULL)
+  }
+})
+
+test_that("breaker_for() and circuitbreaker.defaults take a Redis store", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, timeout = 0.5)
+  withr::local_options(circuitbreaker.defaults = list(store = store, failure_threshold = 2))
+  api <- local_breaker_for("http://127.0.0.1:9/x")
+  expect_identical(api$metrics()$store, "redis")
+  own <- local_breaker_for("http://127.0.0.1:10/x", store = breaker_store_process())
+  expect_identical(own$metrics()$store, "process")
+  expect_identical(server$call("EXISTS", "{circuitbreaker:127.0.0.1:9}"), 1)
+})
