@@ -122,6 +122,12 @@ bad_input_specs <- list(
                               valid = list(name = is_string, store = nothing)),
   breaker_store_segments = list(group = "store", args = function() list(store = breaker_store_host(tempdir())),
                                 valid = list(store = nothing)),
+  # The default URL is a valid value; no server is contacted by the store.
+  breaker_store_redis = list(group = "redis_store", args = list, call_valid = TRUE,
+                             valid = list(url = nothing, prefix = function(x) is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x),
+                                          sync_interval = between(0.01, 60), timeout = between(0.001, 60))),
+  breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
+                                  valid = list(store = nothing)),
   breaker_dashboard_ui = list(group = "plumber_shiny", args = function() list(id = "d"), valid = list(id = is_string)),
   breaker_dashboard_server = list(
     group = "plumber_shiny",

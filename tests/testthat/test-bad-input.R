@@ -83,6 +83,11 @@ test_that("the host store functions reject bad input", {
   walk_exported("store", must_be = TRUE)
 })
 
+test_that("the Redis store functions reject bad input", {
+  skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
+  walk_exported("redis_store", must_be = TRUE)
+})
+
 test_that("the HTTP wrappers reject bad input", {
   skip_if_not_installed("httr2")
   skip_if_not_installed("curl")
