@@ -93,8 +93,8 @@ void abort_host_broken(SEXP ptr) {
 
 namespace {
 
-std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c, SEXP clock,
-                                                SEXP spec);
+std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
+                                                SEXP clock, SEXP spec);
 
 // A new handle: in this process, attached to the host segment at `segment`
 // (a path), or a member of a fleet (`segment` is the list that R's
@@ -127,8 +127,8 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
 
 // The Redis store: spec is list(url, prefix, sync_interval, timeout, name,
 // clock_offset), checked by R's breaker_store_redis().
-std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c, SEXP clock,
-                                                SEXP spec) {
+std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
+                                                SEXP clock, SEXP spec) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   if (clock != R_NilValue) {
     abort_argument("clock",
@@ -143,11 +143,13 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
     abort_invalid_object("Redis store URL");
   }
   fs.prefix = Rcpp::as<std::string>(l["prefix"]);
-  fs.sync_interval = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
+  fs.sync_interval =
+      circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
   fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
   fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
   const std::string name = Rcpp::as<std::string>(l["name"]);
-  std::shared_ptr<circuitbreaker::FleetSync> sync = circuitbreaker::FleetSync::for_spec(fs);
+  std::shared_ptr<circuitbreaker::FleetSync> sync =
+      circuitbreaker::FleetSync::for_spec(fs);
   std::uint64_t seed = circuitbreaker::entropy_seed();
   char id[40];
   std::snprintf(id, sizeof id, "%016llx%08llx",
@@ -158,12 +160,13 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
   sync->add(member);
   const std::string theirs = member->status().fleet_config;
   if (!theirs.empty()) {
-    const int field = circuitbreaker::fleet_fingerprint_difference(member->fingerprint(), theirs);
-    SEXP call = PROTECT(Rf_lang3(
-        Rf_install("abort_fleet_wrong_config"), Rf_mkString(name.c_str()),
-        field >= 0 && field < static_cast<int>(circuitbreaker::kConfigFieldCount)
-            ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
-            : R_NilValue));
+    const int field =
+        circuitbreaker::fleet_fingerprint_difference(member->fingerprint(), theirs);
+    SEXP call = PROTECT(
+        Rf_lang3(Rf_install("abort_fleet_wrong_config"), Rf_mkString(name.c_str()),
+                 field >= 0 && field < static_cast<int>(circuitbreaker::kConfigFieldCount)
+                     ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
+                     : R_NilValue));
     Rcpp::Rcpp_fast_eval(call, package_namespace());
     UNPROTECT(1);
     Rcpp::stop("circuitbreaker: internal error reporting function returned");

@@ -163,7 +163,8 @@ struct BreakerHandle {
   // A fleet member, on its sync's clock (the system's, skewed in tests).
   BreakerHandle(std::shared_ptr<circuitbreaker::FleetMember> member,
                 std::shared_ptr<circuitbreaker::FleetSync> sync)
-      : clock(nullptr), offset(sync->spec().clock_offset),
+      : clock(nullptr),
+        offset(sync->spec().clock_offset),
         breaker(std::move(member), std::move(sync)) {}
 #endif
 

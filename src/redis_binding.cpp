@@ -136,17 +136,17 @@ SEXP cb_fleet_info(SEXP ptr) {
   const circuitbreaker::FleetMember::Status ms = m->status();
   return Rcpp::List::create(
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",
-      Rcpp::Named("sync_lag") = st.since_last_sync < 0
-                                    ? NA_REAL
-                                    : circuitbreaker::nanos_to_seconds(st.since_last_sync),
+      Rcpp::Named("sync_lag") =
+          st.since_last_sync < 0 ? NA_REAL
+                                 : circuitbreaker::nanos_to_seconds(st.since_last_sync),
       Rcpp::Named("last_sync") = st.last_sync_unix < 0 ? NA_REAL : st.last_sync_unix,
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error,
-      Rcpp::Named("key") = m->key(),
+      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("key") = m->key(),
       Rcpp::Named("fleet_generation") =
           ms.known ? static_cast<double>(ms.generation) : NA_REAL,
-      Rcpp::Named("fleet_calls") = ms.known ? static_cast<double>(ms.fleet_calls) : NA_REAL,
+      Rcpp::Named("fleet_calls") =
+          ms.known ? static_cast<double>(ms.fleet_calls) : NA_REAL,
       Rcpp::Named("fleet_failures") =
           ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL);
 #else

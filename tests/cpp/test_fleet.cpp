@@ -62,7 +62,8 @@ TEST_CASE("adopt() takes the fleet's open period, on this process's clock", "[fl
   CHECK(probe.permit.kind == cb::PermitKind::Probe);
 }
 
-TEST_CASE("adopt() yields to anything that moved the breaker since the report", "[fleet]") {
+TEST_CASE("adopt() yields to anything that moved the breaker since the report",
+          "[fleet]") {
   cb::Breaker b(settings(), 0);
   const std::uint64_t g = b.snapshot(0).generation;
   fail(b, 1, 3);  // a local trip after the report was built
@@ -90,7 +91,8 @@ TEST_CASE("adopt() of CLOSED adds the failures made since the report", "[fleet]"
   CHECK(b.snapshot(5).consecutive_failures == 0);
 }
 
-TEST_CASE("adopt() of a new generation in the same state starts a new period", "[fleet]") {
+TEST_CASE("adopt() of a new generation in the same state starts a new period",
+          "[fleet]") {
   cb::Breaker b(settings(10), 0);
   const cb::Admission inflight = b.acquire(1);
   REQUIRE(inflight.permitted);
@@ -156,7 +158,7 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(first.delta.calls == 2);
   CHECK(first.delta.failures == 2);
   CHECK(first.known_generation == 0);
-  fail(m.breaker(), 3, 1);  // trips locally
+  fail(m.breaker(), 3, 1);                   // trips locally
   const cb::FleetReport again = m.build(4);  // the first got no answer
   CHECK(again.id == "proc.1");
   CHECK(again.delta.calls == 2);
@@ -186,13 +188,13 @@ TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]")
 TEST_CASE("replies that are not the script's are refused", "[fleet]") {
   cb::FleetReply r;
   const std::string bad_state[cb::FleetReply::kFields] = {"ok", "1", "9", "0", "0",
-                                                         "0",  "0", "0", "0", ""};
+                                                          "0",  "0", "0", "0", ""};
   CHECK_FALSE(r.parse(bad_state));
   const std::string not_number[cb::FleetReply::kFields] = {"ok", "x", "0", "0", "0",
-                                                          "0",  "0", "0", "0", ""};
+                                                           "0",  "0", "0", "0", ""};
   CHECK_FALSE(r.parse(not_number));
   const std::string unknown[cb::FleetReply::kFields] = {"??", "1", "0", "0", "0",
-                                                       "0",  "0", "0", "0", ""};
+                                                        "0",  "0", "0", "0", ""};
   CHECK_FALSE(r.parse(unknown));
 }
 
@@ -219,7 +221,8 @@ TEST_CASE("a probe's outcome goes to the fleet with its lease token", "[fleet]")
   CHECK(m.build(3 * kSec).probes == "0:" + token + ":4:s:-1;");
 }
 
-TEST_CASE("a probe without a fleet lease is declined, and the next calls wait", "[fleet]") {
+TEST_CASE("a probe without a fleet lease is declined, and the next calls wait",
+          "[fleet]") {
   cb::Config c;
   c.failure_threshold = 1;
   c.recovery_timeout = 1;
@@ -241,8 +244,9 @@ TEST_CASE("a probe without a fleet lease is declined, and the next calls wait", 
   CHECK(asked == 1);
   // The store away: the probe goes out on local rules.
   const cb::Admission c2 = m.breaker().acquire(3 * kSec);
-  const cb::Admission local = m.confirm_probe(
-      c2, 3 * kSec, kSec / 10,
-      [](const std::string&, std::int64_t) { return std::optional<std::vector<std::string>>(); });
+  const cb::Admission local =
+      m.confirm_probe(c2, 3 * kSec, kSec / 10, [](const std::string&, std::int64_t) {
+        return std::optional<std::vector<std::string>>();
+      });
   CHECK(local.permitted);
 }

@@ -58,9 +58,9 @@ struct RedisServer {
       std::FILE* null = std::freopen("/dev/null", "w", stdout);
       (void)null;
       ::dup2(STDOUT_FILENO, STDERR_FILENO);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--loglevel", "warning", "--dir", "/tmp",
-               static_cast<char*>(nullptr));
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
+               "--dir", "/tmp", static_cast<char*>(nullptr));
       ::_exit(127);
     }
   }
@@ -91,7 +91,8 @@ struct Fleet {
 
   cb::FleetReply send(cb::FleetReport r, bool fresh_id = true) {
     if (fresh_id) r.id = "t." + std::to_string(++serial);
-    std::vector<std::string> args{"60000", "{t}:events", std::to_string(cb::FleetReport::kArgs)};
+    std::vector<std::string> args{"60000", "{t}:events",
+                                  std::to_string(cb::FleetReport::kArgs)};
     r.append_args(args, fingerprint, rules);
     cb::RedisConnection::ReplyPtr reply = conn.eval(false, {key}, args);
     REQUIRE(reply);
@@ -136,8 +137,8 @@ TEST_CASE("the fleet script trips exactly when the core does", "[fleet-script]")
     }
     const cb::Settings s = cb::make_settings(c);
     cb::Breaker ref(s, 0);
-    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}", cb::fleet_config_fingerprint(c),
-                cb::fleet_rules(s)};
+    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}",
+                cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
     ++scenarios;
     cb::Nanos now = cb::kNanosPerSecond;
     const double p_fail = 0.15 + 0.1 * static_cast<double>(rng() % 6);
@@ -248,7 +249,8 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   // A configuration that differs is refused, with the fleet's.
   Fleet other{conn, "{t:once}", "9,9", cb::fleet_rules(s)};
   const cb::FleetReport nothing;
-  std::vector<std::string> args{"60000", "{t}:events", std::to_string(cb::FleetReport::kArgs)};
+  std::vector<std::string> args{"60000", "{t}:events",
+                                std::to_string(cb::FleetReport::kArgs)};
   nothing.append_args(args, other.fingerprint, other.rules);
   cb::RedisConnection::ReplyPtr reply = conn.eval(false, {other.key}, args);
   REQUIRE(reply);

@@ -201,8 +201,9 @@ test_that("with Redis killed, calls go on with local rules, and the fleet rebuil
   # server, which forgot it).
   expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
   # A process that joins now finds the breaker open.
-  res <- collect_children(list(fleet_child(server$url, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60),
-                                           function(cb, extra) cb$execute(function() "ok", function() "rejected"))))
+  joiner <- fleet_child(server$url, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60),
+                        function(cb, extra) cb$execute(function() "ok", function() "rejected"))
+  res <- collect_children(list(joiner))
   expect_identical(res[[1]], "rejected")
 })
 

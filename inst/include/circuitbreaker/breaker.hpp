@@ -339,7 +339,8 @@ class BasicBreaker {
         if (!same) close(now);
         const std::uint64_t local = s.consecutive_failures;
         if (!same || v.new_generation) {
-          s.consecutive_failures = v.consecutive_failures;  // a fresh period: the fleet's run
+          s.consecutive_failures =
+              v.consecutive_failures;  // a fresh period: the fleet's run
         } else if (local >= failures_at_report) {
           s.consecutive_failures = v.consecutive_failures + (local - failures_at_report);
         }  // else a success here since the report ended the run: keep ours

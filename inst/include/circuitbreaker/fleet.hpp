@@ -28,12 +28,19 @@
 namespace circuitbreaker {
 
 // Manual control a process asks of the whole fleet.
-enum class FleetCommand : std::uint8_t { None = 0, ForceOpen = 1, Disable = 2, Reset = 3 };
+enum class FleetCommand : std::uint8_t {
+  None = 0,
+  ForceOpen = 1,
+  Disable = 2,
+  Reset = 3
+};
 
 inline std::int64_t nanos_to_ms(Nanos n) noexcept {
   return n >= kNever ? (std::int64_t{1} << 53) : static_cast<std::int64_t>(n / 1000000);
 }
-inline Nanos ms_to_nanos(std::int64_t ms) noexcept { return static_cast<Nanos>(ms) * 1000000; }
+inline Nanos ms_to_nanos(std::int64_t ms) noexcept {
+  return static_cast<Nanos>(ms) * 1000000;
+}
 
 // The configuration as the fleet compares it: the 14 arguments in table
 // order. A process with other values gets the fleet's back, and the first
@@ -69,23 +76,23 @@ inline int fleet_fingerprint_difference(const std::string& a, const std::string&
 inline std::string fleet_rules(const Settings& s) {
   char buf[256];
   const bool time = s.window_type == WindowType::Time;
-  std::snprintf(buf, sizeof buf, "%llu,%lld,%.17g,%.17g,%llu,%d,%u,%lld,%u,%.17g,%lld",
-                static_cast<unsigned long long>(s.failure_threshold),
-                static_cast<long long>(nanos_to_ms(s.recovery_timeout)),
-                s.rate_rule ? s.failure_rate_threshold : -1.0,
-                s.slow_rule ? s.slow_call_rate_threshold : -1.0,
-                static_cast<unsigned long long>(s.minimum_calls), time ? 1 : 0,
-                s.window_calls,
-                static_cast<long long>(
-                    time ? nanos_to_ms(s.window_bucket * kTimeWindowBuckets) : 0),
-                s.half_open_max_calls, s.backoff_multiplier,
-                static_cast<long long>(nanos_to_ms(s.max_recovery_timeout)));
+  std::snprintf(
+      buf, sizeof buf, "%llu,%lld,%.17g,%.17g,%llu,%d,%u,%lld,%u,%.17g,%lld",
+      static_cast<unsigned long long>(s.failure_threshold),
+      static_cast<long long>(nanos_to_ms(s.recovery_timeout)),
+      s.rate_rule ? s.failure_rate_threshold : -1.0,
+      s.slow_rule ? s.slow_call_rate_threshold : -1.0,
+      static_cast<unsigned long long>(s.minimum_calls), time ? 1 : 0, s.window_calls,
+      static_cast<long long>(time ? nanos_to_ms(s.window_bucket * kTimeWindowBuckets)
+                                  : 0),
+      s.half_open_max_calls, s.backoff_multiplier,
+      static_cast<long long>(nanos_to_ms(s.max_recovery_timeout)));
   return buf;
 }
 
 // What one process tells the fleet about one breaker in one sync.
 struct FleetReport {
-  std::string id;  // "" carries no counts; else applied once
+  std::string id;                      // "" carries no counts; else applied once
   std::uint64_t known_generation = 0;  // 0: never heard from the fleet
   Counters delta;
   std::uint64_t consecutive_failures = 0;
@@ -216,7 +223,8 @@ class FleetMember {
     const Settings& s = breaker_.settings();
     const Nanos lease_for =
         s.half_open_max_wait != kNever ? s.half_open_max_wait : s.recovery_timeout;
-    const std::int64_t lease_ms = nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
+    const std::int64_t lease_ms =
+        nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
     const std::string token = new_token();
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
     if (!r || r->empty()) return a;  // the store is away: local rules
@@ -298,7 +306,8 @@ class FleetMember {
       pending_ = r;
     }
     Transition seen[TransitionLog::kCapacity];
-    const std::size_t n = breaker_.transitions_since(last_seq_, seen, TransitionLog::kCapacity);
+    const std::size_t n =
+        breaker_.transitions_since(last_seq_, seen, TransitionLog::kCapacity);
     for (std::size_t i = 0; i < n; ++i) {
       if (seen[i].to == State::Open) tripped_ = true;
     }
@@ -379,7 +388,7 @@ class FleetMember {
   void adopt_state_reply(const std::vector<std::string>& v, Nanos now) {
     FleetReply r;
     const std::string fields[FleetReply::kFields] = {"ok", v[1], v[2], v[3], v[4],
-                                                    v[5], v[6], "0", "0", ""};
+                                                     v[5], v[6], "0",  "0",  ""};
     if (!r.parse(fields)) return;
     std::lock_guard<std::mutex> g(mutex_);
     FleetView fv;
@@ -400,8 +409,8 @@ class FleetMember {
 
   const std::string name_, key_, fingerprint_, rules_, id_prefix_;
   Breaker breaker_;
-  std::uint64_t rng_;        // jitter factors: the sync thread
-  std::uint64_t token_rng_;  // lease tokens: the caller's thread
+  std::uint64_t rng_;                   // jitter factors: the sync thread
+  std::uint64_t token_rng_;             // lease tokens: the caller's thread
   std::atomic<Nanos> denied_until_{0};  // no probe lease is asked for before this
   std::array<ProbeToken, kMaxHalfOpenCalls> tokens_{};  // the caller's thread only
 

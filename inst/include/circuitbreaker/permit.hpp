@@ -56,9 +56,9 @@ struct AdmissionView {
 // store's clock, so each process can place them on its own clock.
 struct FleetView {
   State state = State::Closed;
-  bool new_generation = false;      // the fleet moved on since this process last looked
-  Nanos open_elapsed = 0;           // Open: how long ago the fleet opened
-  Nanos open_duration = 0;          // Open: how long it stays open
+  bool new_generation = false;  // the fleet moved on since this process last looked
+  Nanos open_elapsed = 0;       // Open: how long ago the fleet opened
+  Nanos open_duration = 0;      // Open: how long it stays open
   std::uint64_t consecutive_opens = 0;
   std::uint64_t consecutive_failures = 0;  // Closed: the fleet's run of failures
 };

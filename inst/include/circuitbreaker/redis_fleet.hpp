@@ -57,9 +57,9 @@ struct FleetSpec {
   // Processes that give the same spec share one FleetSync.
   std::string identity() const {
     return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
-           std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' + endpoint.password +
-           '\n' + prefix + '\n' + std::to_string(sync_interval) + '\n' +
-           std::to_string(timeout) + '\n' + std::to_string(clock_offset);
+           std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
+           endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
+           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset);
   }
   std::string channel() const { return '{' + prefix + "}:events"; }
 };
@@ -238,7 +238,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     std::string last_error;
   };
 
-  explicit FleetSync(const FleetSpec& spec) : spec_(spec), link_(link_settings(spec), now()) {
+  explicit FleetSync(const FleetSpec& spec)
+      : spec_(spec), link_(link_settings(spec), now()) {
     if (::pipe(wake_) != 0) wake_[0] = wake_[1] = -1;
     for (int fd : wake_) {
       if (fd >= 0) {
@@ -409,10 +410,10 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   void note_success() {
     linked_.store(true, std::memory_order_release);
     last_ok_.store(now(), std::memory_order_release);
-    last_ok_unix_.store(std::chrono::duration<double>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count(),
-                        std::memory_order_release);
+    last_ok_unix_.store(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+            .count(),
+        std::memory_order_release);
     syncs_.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -428,7 +429,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   // One SYNC for `members` on `conn`; applies the replies. False when the
   // round trip failed (the reports stay pending).
-  bool sync(RedisConnection& conn, const std::vector<FleetMember*>& members, Nanos deadline) {
+  bool sync(RedisConnection& conn, const std::vector<FleetMember*>& members,
+            Nanos deadline) {
     std::vector<std::string> keys, args;
     keys.reserve(members.size());
     args.reserve(3 + members.size() * FleetReport::kArgs);
@@ -444,7 +446,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     RedisConnection::ReplyPtr r = conn.eval(false, keys, args);
     if (!r || r->type != REDIS_REPLY_ARRAY ||
         r->elements != members.size() * FleetReply::kFields) {
-      if (r && r->type != REDIS_REPLY_ERROR) note_failure("unexpected reply to the sync script");
+      if (r && r->type != REDIS_REPLY_ERROR)
+        note_failure("unexpected reply to the sync script");
       conn.close();
       return false;
     }
@@ -570,7 +573,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   }
 
   const FleetSpec spec_;
-  Breaker link_;  // the sync thread's
+  Breaker link_;                // the sync thread's
   RedisConnection conn_, sub_;  // the sync thread's
   RedisConnection caller_;      // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;
