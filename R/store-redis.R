@@ -79,8 +79,13 @@ NULL
 #' @section Keys:
 #' Every key of a breaker starts with `{prefix:name}` (a Redis Cluster hash
 #' tag, so a breaker's keys stay in one slot): the hash `{prefix:name}`, its
-#' window `{prefix:name}:w`, probe leases `{prefix:name}:p:<slot>` and report
-#' marks `{prefix:name}:b:<id>`. They expire after a day without a report.
+#' window `{prefix:name}:w`, probe leases `{prefix:name}:p:<slot>` and the
+#' hash `{prefix:name}:b` of the last report applied per process. They
+#' expire after a day without a report. The fleet's window is kept per
+#' report (each process's outcomes of one sync interval), so a count window
+#' of `window_size` calls is exact in its size and approximate in its order:
+#' the oldest report in it is cut down to what is left, with its shares of
+#' failed and slow calls.
 #' Transitions are published on `{prefix}:events`. One sync covers several
 #' breakers, so Redis Cluster is not supported yet (a sync would have to be
 #' split by slot); nor is TLS (`rediss://`), which may come later.

@@ -22,8 +22,9 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 # Chromium for the one real-browser test of the Shiny app, and clang-format-14
 # for tools/lint.sh's check of the C++ formatting; hiredis (the Redis store's
 # client library, found by ./configure) and redis-server (started by the
-# Redis store's tests on 127.0.0.1, a random port).
-system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server)
+# Redis store's tests on 127.0.0.1, a random port); iproute2 (ip, tc) for the
+# tests that simulate several hosts with network namespaces.
+system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server iproute2)
 system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
 # libFuzzer target (tests/cpp, `make fuzz`).

@@ -246,6 +246,10 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   const cb::FleetReply extended = fleet.send(later);
   CHECK(extended.generation == open.generation);
   CHECK(extended.open_ms >= 25000);
+  // One hash field per process remembers the last report applied.
+  cb::RedisConnection::ReplyPtr marks = conn.command({"HLEN", "{t:once}:b"});
+  REQUIRE(marks);
+  CHECK(marks->integer == 1);
   // A configuration that differs is refused, with the fleet's.
   Fleet other{conn, "{t:once}", "9,9", cb::fleet_rules(s)};
   const cb::FleetReport nothing;
@@ -257,6 +261,43 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   REQUIRE(reply->type == REDIS_REPLY_ARRAY);
   CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg");
   CHECK(cb::RedisConnection::reply_text(reply->element[9]) == fleet.fingerprint);
+}
+
+TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) {
+    WARN("redis-server is not available: skipped");
+    return;
+  }
+  cb::Config c;
+  c.failure_threshold = 1e30;
+  c.failure_rate_threshold = 0.9;
+  c.window_size = 10;
+  const cb::Settings s = cb::make_settings(c);
+  Fleet fleet{conn, "{t:window}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  auto field = [&conn](const char* f) {
+    cb::RedisConnection::ReplyPtr r = conn.command({"HGET", "{t:window}", f});
+    REQUIRE(r);
+    return std::stoll(cb::RedisConnection::reply_text(r.r));
+  };
+  cb::FleetReport r;
+  r.delta.calls = 50;  // one busy sync: 50 calls, 25 failed
+  r.delta.failures = 25;
+  r.delta.successes = 25;
+  CHECK(fleet.send(r).state == cb::State::Closed);
+  CHECK(field("wc") == 10);
+  CHECK(field("wf") == 5);
+  r.known_generation = fleet.generation;
+  r.delta.calls = 4;  // then 4 calls, all failed: 6 of the old and 4 new
+  r.delta.failures = 4;
+  r.delta.successes = 0;
+  CHECK(fleet.send(r).state == cb::State::Closed);
+  CHECK(field("wc") == 10);
+  CHECK(field("wf") == 7);
+  r.delta.calls = 9;  // 9 failures: 1 of the 4 before and these 9, all failed
+  r.delta.failures = 9;
+  CHECK(fleet.send(r).state == cb::State::Open);
 }
 
 TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-script]") {

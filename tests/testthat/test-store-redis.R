@@ -409,3 +409,24 @@ test_that("breaker_for() and circuitbreaker.defaults take a Redis store", {
   expect_identical(own$metrics()$store, "process")
   expect_identical(server$call("EXISTS", "{circuitbreaker:127.0.0.1:9}"), 1)
 })
+
+test_that("a fork()ed child runs on local rules and leaves the parent's connections alone", {
+  skip_on_os("windows")
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "forked", fleet_args(failure_threshold = 2, recovery_timeout = 0.3))
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("forked", "s"), 1)))
+  Sys.sleep(0.5)  # the next call is a probe: in the child it must not ask Redis
+  job <- parallel::mcparallel({
+    r <- cb$execute(function() "ok", function() "rejected")
+    list(result = r, state = cb$state, mode = cb$metrics()$mode)
+  })
+  res <- parallel::mccollect(job, wait = TRUE, timeout = 20)[[1]]
+  expect_identical(res$result, "ok")
+  expect_identical(res$mode, "local")
+  # The parent's link still works: its own probe closes the fleet.
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
+  expect_true(wait_until(function() identical(server$fleet("forked", "s"), 0)))
+  expect_identical(cb$metrics()$mode, "fleet")
+})

@@ -8,9 +8,10 @@
 // keeps one breaker in one slot):
 //   {prefix:name}          hash: the fleet state (fields below)
 //   {prefix:name}:w        list: the fleet's window, one "t,calls,failures,slow"
-//                          entry per report
-//   {prefix:name}:b:<id>   a report already applied (a retried batch is not
-//                          counted twice)
+//                          entry per report (a count window's oldest entry is
+//                          cut down so that it holds window_size calls)
+//   {prefix:name}:b        hash: per process, the serial of the last report
+//                          applied (a retried report is not counted twice)
 //   {prefix:name}:p:<slot> a probe lease, holding its caller's token
 // Every key expires after `ttl` milliseconds without a report.
 //
@@ -129,9 +130,22 @@ for i, k in ipairs(KEYS) do
       clear_leases()
     end
 
-    -- 1. A report is applied once: its id marks it (a retry after a timeout
-    -- finds the mark and adds nothing).
-    local fresh = id ~= '' and redis.call('SET', k .. ':b:' .. id, '1', 'NX', 'PX', 600000)
+    -- 1. A report is applied once. Its id is "<process>.<serial>": a process
+    -- sends its reports of a breaker in order and builds the next only once
+    -- the last was applied, so the highest serial applied per process is
+    -- enough (a retry after a timeout finds it and adds nothing).
+    local fresh = false
+    if id ~= '' then
+      local proc, serial = string.match(id, '^(.*)%.(%d+)$')
+      serial = tonumber(serial)
+      if proc and serial then
+        local seen = tonumber(redis.call('HGET', k .. ':b', proc)) or 0
+        if serial > seen then
+          redis.call('HSET', k .. ':b', proc, serial)
+          fresh = true
+        end
+      end
+    end
 
     -- 2. Manual control, fleet-wide, whatever the generation.
     if fresh and cmd == 1 and s ~= 3 then move(3); clear_leases() end
@@ -182,6 +196,20 @@ for i, k in ipairs(KEYS) do
         redis.call('LPOP', wkey)
         wc, wf, ws = wc - fc, wf - ff, ws - fs
       end
+      -- A count window holds window_size calls: the oldest report kept is cut
+      -- down to what is left of it, keeping its shares of failed and slow
+      -- calls (reports of many calls would otherwise make the window
+      -- larger than window_size).
+      if R.wt ~= 1 and wc > R.wn then
+        local first = redis.call('LINDEX', wkey, 0)
+        local ft, fc, ff, fs = string.match(first, '(%-?%d+),(%d+),(%d+),(%d+)')
+        fc, ff, fs = tonumber(fc), tonumber(ff), tonumber(fs)
+        local keep = fc - (wc - R.wn)
+        local kf = math.floor(ff * keep / fc + 0.5)
+        local ks = math.floor(fs * keep / fc + 0.5)
+        redis.call('LSET', wkey, 0, ft .. ',' .. keep .. ',' .. kf .. ',' .. ks)
+        wc, wf, ws = wc - fc + keep, wf - ff + kf, ws - fs + ks
+      end
     end
 
     -- 5. A local trip (this process opened on its own counts): it opens the
@@ -210,6 +238,7 @@ for i, k in ipairs(KEYS) do
       'wc', wc, 'wf', wf, 'ws', ws)
     redis.call('PEXPIRE', k, ttl)
     redis.call('PEXPIRE', wkey, ttl)
+    redis.call('PEXPIRE', k .. ':b', ttl)
     if moved then redis.call('PUBLISH', channel, k) end
 
     local tc = redis.call('HGET', k, 'tc')

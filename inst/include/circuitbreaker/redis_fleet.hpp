@@ -290,12 +290,18 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   const FleetSpec& spec() const noexcept { return spec_; }
   Nanos now() const noexcept { return SteadyClock::now() + spec_.clock_offset; }
-  bool linked() const noexcept { return linked_.load(std::memory_order_acquire); }
+  // In a fork()ed child there is no sync thread, and the connections are
+  // the parent's: the child's breakers run on local rules and never write
+  // to those sockets.
+  bool linked() const noexcept {
+    return linked_.load(std::memory_order_acquire) && ::getpid() == pid_;
+  }
 
   // Registers a breaker: one SYNC for it alone on the caller's connection
   // (bounded by `timeout`), so that a configuration the fleet does not share
   // is reported at once; then the thread takes it over.
   void add(const std::shared_ptr<FleetMember>& m) {
+    if (::getpid() != pid_) return;  // a fork()ed child: local rules only
     {
       std::lock_guard<std::mutex> g(caller_mutex_);
       const Nanos deadline = SteadyClock::now() + spec_.timeout;
@@ -573,6 +579,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   }
 
   const FleetSpec spec_;
+  const pid_t pid_ = ::getpid();
   Breaker link_;                // the sync thread's
   RedisConnection conn_, sub_;  // the sync thread's
   RedisConnection caller_;      // the caller's thread, under caller_mutex_
