@@ -19,7 +19,8 @@
 #'   breaker's host-wide counts, so aggregate its series across the workers
 #'   of one host with `max()`, not `sum()`. A fleet breaker's counts are the
 #'   process's own (sum them); its state is the fleet's.
-#' * For fleet breakers only: `circuitbreaker_fleet_mode{breaker, mode}` (1
+#' * For fleet breakers only (these families appear when there is one):
+#'   `circuitbreaker_fleet_mode{breaker, mode}` (1
 #'   for the current mode, `fleet` or `local`),
 #'   `circuitbreaker_fleet_sync_lag_seconds` (since the last good sync) and
 #'   `circuitbreaker_fleet_last_sync_timestamp_seconds`.
@@ -66,14 +67,17 @@ breaker_prometheus <- function(breakers = NULL) {
   rows <- prom_rows(breakers, call = rlang::current_env())
   labels <- vapply(rows, function(r) r$label, character(1))
   lines <- character()
+  stores <- vapply(rows, function(r) r$metrics$store %||% "process", character(1))
   for (family in prom_families) {
+    # The families of one store appear only when a breaker of that store does.
+    if (!is.null(family$store) && !family$store %in% stores) next
     lines <- c(lines,
       paste0("# HELP ", family$name, " ", prom_escape_help(family$help)),
       paste0("# TYPE ", family$name, " ", family$type))
     for (i in seq_along(rows)) {
       m <- rows[[i]]$metrics
       samples <- family$samples(m)
-      if (length(samples) == 0L) next  # a family for some stores only
+      if (length(samples) == 0L) next  # a breaker of another store
       extra <- if (is.null(names(samples))) {
         ""
       } else {
@@ -134,7 +138,7 @@ prom_families <- list(
   list(name = "circuitbreaker_opened_total", type = "counter",
        help = "Times the breaker opened.",
        samples = function(m) prom_field(m, "times_opened")),
-  list(name = "circuitbreaker_fleet_mode", type = "gauge",
+  list(name = "circuitbreaker_fleet_mode", type = "gauge", store = "redis",
        help = paste("Fleet breakers (Redis store): 1 for the current mode, fleet (in step with Redis)",
                     "or local (Redis unreachable: local rules), 0 for the other."),
        label = "mode",
@@ -142,10 +146,10 @@ prom_families <- list(
          if (!identical(m$store, "redis")) return(NULL)
          stats::setNames(as.numeric(c("fleet", "local") == m$mode), c("fleet", "local"))
        }),
-  list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge",
+  list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge", store = "redis",
        help = "Fleet breakers (Redis store): seconds since the last good sync with Redis (NaN before the first).",
        samples = function(m) if (identical(m$store, "redis")) prom_field(m, "sync_lag")),
-  list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge",
+  list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge", store = "redis",
        help = "Fleet breakers (Redis store): the time of the last good sync with Redis, in seconds since the epoch.",
        samples = function(m) if (identical(m$store, "redis")) prom_field(m, "last_sync"))
 )

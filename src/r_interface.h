@@ -75,9 +75,17 @@ class AnyBreaker {
   bool record(const circuitbreaker::Permit& p, circuitbreaker::Outcome o, Nanos now,
               Nanos open_for) {
     if (host_) return host_->record(p, o, now, open_for);
-    const bool recorded = core_->record(p, o, now, open_for);
-    settled(p, o == circuitbreaker::Outcome::Ignored, now);
-    return recorded;
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+    if (member_) {
+      // A local trip goes to the fleet at once, not at the next tick.
+      const std::uint64_t before = core_->generation();
+      const bool recorded = core_->record(p, o, now, open_for);
+      if (core_->generation() != before) sync_->wake();
+      settled(p, o == circuitbreaker::Outcome::Ignored, now);
+      return recorded;
+    }
+#endif
+    return core_->record(p, o, now, open_for);
   }
   void release(const circuitbreaker::Permit& p, Nanos now) {
     if (host_) return host_->release(p, now);

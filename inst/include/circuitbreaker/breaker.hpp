@@ -388,6 +388,13 @@ class BasicBreaker {
     return snap;
   }
 
+  // The current generation: it changes with every transition (a caller
+  // that must act on a transition compares two readings).
+  std::uint64_t generation() const noexcept {
+    LockGuard<Lock> guard(store_.lock());
+    return store_.state().generation;
+  }
+
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const noexcept {
     LockGuard<Lock> guard(store_.lock());

@@ -42,6 +42,7 @@
 #include "clock.hpp"
 #include "fleet.hpp"
 #include "fleet_script.hpp"
+#include "random.hpp"
 #include "redis_url.hpp"
 
 namespace circuitbreaker {
@@ -83,8 +84,8 @@ inline std::string fleet_key(const std::string& prefix, const std::string& name)
   return out;
 }
 
-// One hiredis connection: connect, AUTH and SELECT within a deadline, then
-// commands, each bounded by what is left of it.
+// One hiredis connection: connect within the timeout, then AUTH and SELECT
+// and every command, each round trip bounded by the timeout.
 class RedisConnection {
  public:
   RedisConnection() = default;
@@ -104,9 +105,9 @@ class RedisConnection {
     lease_sha_.clear();
   }
 
-  bool connect(const RedisEndpoint& e, Nanos budget) {
+  bool connect(const RedisEndpoint& e, Nanos timeout) {
     close();
-    const timeval tv = to_timeval(budget);
+    const timeval tv = to_timeval(timeout);
     ctx_ = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
     if (ctx_ == nullptr || ctx_->err) {
       error_ = ctx_ ? ctx_->errstr : "cannot allocate a Redis context";
@@ -124,9 +125,21 @@ class RedisConnection {
     return true;
   }
 
-  // Limits what the next commands may take.
-  void set_timeout(Nanos t) noexcept {
-    if (ctx_) redisSetTimeout(ctx_, to_timeval(t));
+  // Loads both scripts now (one round trip each), so that a later EVALSHA
+  // costs one round trip.
+  bool load_scripts() {
+    for (bool lease : {false, true}) {
+      std::string& sha = lease ? lease_sha_ : sync_sha_;
+      ReplyPtr l =
+          command({"SCRIPT", "LOAD", lease ? kFleetLeaseScript : kFleetSyncScript});
+      if (!l || l->type != REDIS_REPLY_STRING) {
+        if (l) error_ = reply_text(l.r);
+        close();
+        return false;
+      }
+      sha.assign(l->str, l->len);
+    }
+    return true;
   }
 
   struct ReplyPtr {
@@ -297,17 +310,18 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return linked_.load(std::memory_order_acquire) && ::getpid() == pid_;
   }
 
-  // Registers a breaker: one SYNC for it alone on the caller's connection
-  // (bounded by `timeout`), so that a configuration the fleet does not share
-  // is reported at once; then the thread takes it over.
+  // Registers a breaker: one SYNC for it alone on the caller's connection,
+  // so that a configuration the fleet does not share is reported at once;
+  // then the thread takes it over. This is the one place a caller waits for
+  // more than one round trip (each bounded by `timeout`): connecting, AUTH,
+  // SELECT and loading the scripts, when the connection is new.
   void add(const std::shared_ptr<FleetMember>& m) {
     if (::getpid() != pid_) return;  // a fork()ed child: local rules only
     {
       std::lock_guard<std::mutex> g(caller_mutex_);
-      const Nanos deadline = SteadyClock::now() + spec_.timeout;
-      if (caller_ready(deadline)) {
+      if (caller_ready()) {
         std::vector<FleetMember*> one{m.get()};
-        if (!sync(caller_, one, deadline)) note_failure(caller_.error());
+        if (!sync(caller_, one)) note_failure(caller_.error());
       }
     }
     std::lock_guard<std::mutex> g(members_mutex_);
@@ -325,22 +339,27 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   void flush(const std::shared_ptr<FleetMember>& m) {
     if (!linked()) return;
     std::lock_guard<std::mutex> g(caller_mutex_);
-    const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    if (!caller_ready(deadline)) return;
+    if (!caller_.connected()) return;
     std::vector<FleetMember*> one{m.get()};
-    if (!sync(caller_, one, deadline)) note_failure(caller_.error());
+    if (!sync(caller_, one)) note_failure(caller_.error());
   }
 
   // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), on the
-  // caller's connection, within `timeout`; nullopt when the store cannot be
-  // reached (and at once while the link is down).
+  // caller's connection: one round trip, within `timeout`. nullopt when the
+  // store cannot be reached, and at once while the link is down or the
+  // caller's connection is not ready: a call never waits for a connection
+  // (the sync thread makes it).
   std::optional<std::vector<std::string>> lease(const std::string& key,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
     if (!linked()) return std::nullopt;
-    std::lock_guard<std::mutex> g(caller_mutex_);
-    const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    if (!caller_ready(deadline)) return lost(caller_.error());
+    std::unique_lock<std::mutex> g(caller_mutex_, std::try_to_lock);
+    if (!g.owns_lock()) return std::nullopt;  // the sync thread is reconnecting it
+    if (!caller_.connected()) {
+      caller_wanted_.store(true, std::memory_order_release);
+      wake();
+      return std::nullopt;
+    }
     RedisConnection::ReplyPtr r =
         caller_.eval(true, {key}, {token, std::to_string(lease_ms), spec_.channel()});
     if (!r || r->type != REDIS_REPLY_ARRAY) return lost(caller_.error());
@@ -402,6 +421,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   std::nullopt_t lost(const std::string& why) {
     note_failure(why);
+    caller_wanted_.store(true, std::memory_order_release);
     linked_.store(false, std::memory_order_release);
     wake();  // the thread reconnects, paced by the link breaker
     return std::nullopt;
@@ -423,20 +443,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     syncs_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  static Nanos left(Nanos deadline) noexcept { return deadline - SteadyClock::now(); }
-
-  bool caller_ready(Nanos deadline) {
-    if (!caller_.connected() && !caller_.connect(spec_.endpoint, left(deadline))) {
-      return false;
-    }
-    caller_.set_timeout(left(deadline));
-    return true;
+  // The caller's connection, connected and with its scripts loaded (each
+  // round trip bounded by `timeout`). Under caller_mutex_.
+  bool caller_ready() {
+    return caller_.connected() ||
+           (caller_.connect(spec_.endpoint, spec_.timeout) && caller_.load_scripts());
   }
 
-  // One SYNC for `members` on `conn`; applies the replies. False when the
-  // round trip failed (the reports stay pending).
-  bool sync(RedisConnection& conn, const std::vector<FleetMember*>& members,
-            Nanos deadline) {
+  // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
+  // applies the replies. False when the round trip failed (the reports stay
+  // pending).
+  bool sync(RedisConnection& conn, const std::vector<FleetMember*>& members) {
     std::vector<std::string> keys, args;
     keys.reserve(members.size());
     args.reserve(3 + members.size() * FleetReport::kArgs);
@@ -448,7 +465,6 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       keys.push_back(m->key());
       m->build(t).append_args(args, m->fingerprint(), m->rules());
     }
-    conn.set_timeout(left(deadline));
     RedisConnection::ReplyPtr r = conn.eval(false, keys, args);
     if (!r || r->type != REDIS_REPLY_ARRAY ||
         r->elements != members.size() * FleetReply::kFields) {
@@ -506,12 +522,12 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       linked_.store(false, std::memory_order_release);
       return;
     }
-    const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    bool ok = conn_.connected() || conn_.connect(spec_.endpoint, left(deadline));
+    bool ok = conn_.connected() ||
+              (conn_.connect(spec_.endpoint, spec_.timeout) && conn_.load_scripts());
     if (ok) {
       std::vector<FleetMember*> raw;
       for (auto& m : live) raw.push_back(m.get());
-      ok = sync(conn_, raw, deadline);
+      ok = sync(conn_, raw);
     }
     if (!ok) {
       note_failure(conn_.error());
@@ -520,11 +536,16 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     }
     link_.record(a.permit, ok ? Outcome::Success : Outcome::Failure, now());
     if (ok && !sub_.connected()) subscribe();
+    // A call found the caller's connection broken: make it here, where
+    // waiting costs no call anything.
+    if (ok && caller_wanted_.exchange(false, std::memory_order_acq_rel)) {
+      std::lock_guard<std::mutex> g(caller_mutex_);
+      if (!caller_ready()) note_failure(caller_.error());
+    }
   }
 
   void subscribe() {
-    const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    if (!sub_.connect(spec_.endpoint, left(deadline))) return;
+    if (!sub_.connect(spec_.endpoint, spec_.timeout)) return;
     RedisConnection::ReplyPtr r = sub_.command({"SUBSCRIBE", spec_.channel()});
     if (!r || r->type != REDIS_REPLY_ARRAY) sub_.close();
   }
@@ -547,13 +568,22 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return any;
   }
 
+  // The next regular sync: one interval on, give or take 10%, so that the
+  // processes of a fleet do not sync in step.
+  Nanos next_tick(Nanos from) noexcept {
+    const double f = 0.9 + 0.2 * uniform01(rng_);
+    return from + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) * f);
+  }
+
   void run() {
-    Nanos next = 0;
+    Nanos next = 0;  // the regular schedule, which a wake-up does not move
+    bool urgent = false;
     while (!finished()) {
       const Nanos t = now();
-      if (t >= next) {
+      if (t >= next || urgent) {
         tick();
-        next = now() + spec_.sync_interval;
+        urgent = false;
+        if (t >= next) next = next_tick(now());
         continue;
       }
       pollfd fds[2];
@@ -574,7 +604,10 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       if (n > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
         now_please = read_events() || now_please;
       }
-      if (now_please) next = now() + kNanosPerMs;  // coalesce a burst
+      if (now_please) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // coalesce a burst
+        urgent = true;
+      }
     }
   }
 
@@ -584,6 +617,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   RedisConnection conn_, sub_;  // the sync thread's
   RedisConnection caller_;      // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;
+  std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
+  std::uint64_t rng_ = entropy_seed();      // the sync thread's
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;
