@@ -553,10 +553,9 @@ test_that("50 ms more per round trip: no call waits on Redis, and trips still sp
     skip_if_not(nzchar(net$probe$python), "neither netem nor python3 (for a delaying relay) is available")
     url_b <- fleet_relay(net, 0.025)
   }
-  # b's store gets a timeout of 0.25 s: a round trip of 50 ms fits the
-  # default 0.1 s, but a reconnect needs more than one within the same
-  # timeout (see the KNOWN BUG test below), and this test is about calls.
-  wb <- fleet_worker(net, "b", url = url_b, timeout = 0.25)
+  # A round trip of 50 ms fits the default timeout of 0.1 s (each round trip
+  # has its own timeout).
+  wb <- fleet_worker(net, "b", url = url_b, timeout = 0.1)
   for (name in c("from-a", "from-b")) {
     fleet_job(wa, job_calls, list(name = name, n = 3))
     fleet_job(wb, job_calls, list(name = name, n = 3))
@@ -586,17 +585,12 @@ test_that("50 ms more per round trip: no call waits on Redis, and trips still sp
   expect_identical(fleet_field(net, "from-b", "s"), 1)
 })
 
-test_that("KNOWN BUG: a host 60 ms from Redis (timeout 0.1 s) never joins when its URL names a database", {
-  # Every round trip takes 60 ms, less than the timeout, yet the host stays
-  # in mode "local" for good: one deadline (now + timeout) covers the
-  # connection (TCP, then SELECT: one round trip here), and the first sync
-  # on it (SCRIPT LOAD, then EVALSHA) gets only what is left, 40 ms. Each
-  # retry makes a new connection and fails the same way. With a network
-  # delay (netem) the TCP handshake itself takes a round trip, so any host
-  # farther than timeout / 2 is affected, database or not. Off by default,
-  # because it fails today; CIRCUITBREAKER_TEST_KNOWN_BUGS=true runs it.
-  skip_if_not(identical(Sys.getenv("CIRCUITBREAKER_TEST_KNOWN_BUGS"), "true"),
-              "KNOWN BUG (set CIRCUITBREAKER_TEST_KNOWN_BUGS=true to run): no join beyond timeout / 2 with a db")
+test_that("a host 60 ms from Redis (timeout 0.1 s) joins the fleet, with a database in its URL", {
+  # Regression: one deadline (now + timeout) used to cover connecting
+  # (TCP, then SELECT: one round trip here) and the first sync on the new
+  # connection (SCRIPT LOAD, then EVALSHA), so a host farther than
+  # timeout / 2 stayed in mode "local" for good. Each round trip now has its
+  # own timeout.
   net <- local_fleet_net()
   skip_if_not(nzchar(net$probe$python), "python3 (for the delaying relay) is not available")
   url <- sub("/0$", "/1", fleet_relay(net, 0.03))
