@@ -42,7 +42,7 @@
 # 4. Whether the sync thread competes for the two cores: during 1 and 2 the
 #    CPU time of the sync thread, of redis-server, of this process's main
 #    thread and of the rest of the machine (/proc), the syncs made, and the
-#    report marks (one key per applied report, 10 minutes) left in Redis. Then
+#    report marks (fields of the {prefix:name}:b hashes) left in Redis. Then
 #    1 and 2 again (CB_BENCH_RUNS runs each) with a store of another
 #    sync_interval, one at a time, after the previous store's breakers are
 #    gone and its sync thread has ended: CB_BENCH_SYNC_INTERVALS ("0.01,1";
@@ -281,9 +281,10 @@ main <- function() {
     exact <- wait_until(function() identical(fleet_counts(), local_counts()), 2 + 5 * sync_interval)
     counts <- rbind(local = local_counts(), fleet = fleet_counts())
     sync_failures <- fleet_info(closed_redis)$sync_failures - failures0
-    # Each report a sync applies leaves a mark key ({prefix:name}:b:<id>,
-    # 10 minutes), which makes a retried report count once.
-    marks <- length(rcall(conn, c("KEYS", sprintf("{%s:*-redis-%s}:b:*", prefix, tag))))
+    # What makes a retried report count once: one field per process in the
+    # hash {prefix:name}:b (the last report applied), summed over the breakers.
+    mark_keys <- unlist(rcall(conn, c("KEYS", sprintf("{%s:*-redis-%s}:b", prefix, tag))))
+    marks <- sum(vapply(mark_keys, function(k) as.numeric(rcall(conn, c("HLEN", k))), 0))
 
     # Gone: the next store's sync thread runs alone.
     breaker_remove(closed_redis$name)

@@ -1,5 +1,6 @@
 # Command-line options of the scripts in bench/'s folders (avalanche/run.R,
-# host-shared/run.R), sourced by them. A script passes its `spec` (per
+# host-shared/run.R, fleet/run.R), sourced by them, and the list of stop
+# functions they clean up with. A script passes its `spec` (per
 # option: the environment variable that may give it, and whether it is a
 # flag) and its own path (whose leading comment block is its --help).
 
@@ -50,4 +51,33 @@ as_flag <- function(value, name) {
   flag <- switch(tolower(value), "true" = , "1" = , "yes" = TRUE, "false" = , "0" = , "no" = FALSE, NA)
   if (is.na(flag)) bad_option("--", name, " must be true or false, not \"", value, "\"")
   flag
+}
+
+# A number option within its spec's bounds (min, max, whole).
+as_bounded_number <- function(value, name, spec) {
+  s <- spec[[name]]
+  number <- suppressWarnings(as.numeric(value))
+  kind <- if (s$whole) "a whole number" else "a number"
+  if (length(number) != 1L || is.na(number) || number < s$min || number > s$max ||
+      (s$whole && number != round(number))) {
+    bad_option("--", name, " must be ", kind, " from ", s$min, " to ", s$max, ", not \"", value, "\"")
+  }
+  number
+}
+
+# Stop functions (processes, servers, namespaces), run once each, newest
+# first, by stop_all().
+new_stoppers <- function() {
+  stoppers <- list()
+  list(
+    add = function(stopper) {
+      stoppers[[length(stoppers) + 1L]] <<- stopper
+      invisible(NULL)
+    },
+    stop_all = function() {
+      for (stopper in rev(stoppers)) try(stopper(), silent = TRUE)
+      stoppers <<- list()
+      invisible(NULL)
+    }
+  )
 }

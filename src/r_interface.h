@@ -77,10 +77,15 @@ class AnyBreaker {
     if (host_) return host_->record(p, o, now, open_for);
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
     if (member_) {
-      // A local trip goes to the fleet at once, not at the next tick.
+      // A local trip goes to the fleet at once, and a failure soon, not at
+      // the next tick.
       const std::uint64_t before = core_->generation();
       const bool recorded = core_->record(p, o, now, open_for);
-      if (core_->generation() != before) sync_->wake();
+      if (core_->generation() != before) {
+        sync_->wake();
+      } else if (o == circuitbreaker::Outcome::Failure) {
+        sync_->nudge();
+      }
       settled(p, o == circuitbreaker::Outcome::Ignored, now);
       return recorded;
     }

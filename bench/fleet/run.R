@@ -70,43 +70,15 @@ this_file <- local({
   if (length(file_arg)) sub("^--file=", "", file_arg[[1]]) else file.path("bench", "fleet", "run.R")
 })
 this_file <- gsub("~+~", " ", this_file, fixed = TRUE)
-# usage(), bad_option(), parse_options(), as_flag():
+# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number(),
+# new_stoppers():
 source(file.path(dirname(this_file), "..", "script-options.R"))
 home <- normalizePath(dirname(this_file), mustWork = TRUE)
-
-# nolint start: object_usage_linter. (bad_option() comes from script-options.R.)
-as_bounded_number <- function(value, name) {
-  s <- spec[[name]]
-  number <- suppressWarnings(as.numeric(value))
-  kind <- if (s$whole) "a whole number" else "a number"
-  if (length(number) != 1L || is.na(number) || number < s$min || number > s$max ||
-      (s$whole && number != round(number))) {
-    bad_option("--", name, " must be ", kind, " from ", s$min, " to ", s$max, ", not \"", value, "\"")
-  }
-  number
-}
-# nolint end
 
 now <- function() as.numeric(Sys.time())
 
 # ---------------------------------------------------------------------------
 # Processes, namespaces and the Redis server
-
-# Stop functions, run (once each, newest first) by stop_all().
-new_cleanup <- function() {
-  steps <- list()
-  list(
-    add = function(step) {
-      steps[[length(steps) + 1L]] <<- step
-      invisible(NULL)
-    },
-    stop_all = function() {
-      for (step in rev(steps)) try(step(), silent = TRUE)
-      steps <<- list()
-      invisible(NULL)
-    }
-  )
-}
 
 sh <- function(command, args, must = TRUE) {
   res <- processx::run(command, args, error_on_status = FALSE, timeout = 10)
@@ -393,7 +365,7 @@ values <- parse_options(commandArgs(TRUE), spec)
 if (as_flag(values$help, "help")) usage(0, this_file)
 opts <- list(local = as_flag(values$local, "local"))
 for (name in names(defaults)) {
-  value <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name)
+  value <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name, spec)
   opts[[gsub("-", "_", name, fixed = TRUE)]] <- value
 }
 
@@ -411,7 +383,7 @@ if (!circuitbreaker:::cb_redis_available()) {
 say <- function(...) cat(..., sep = "")
 status <- tryCatch(
   {
-    cleanup <- new_cleanup()
+    cleanup <- new_stoppers()
     tryCatch(
       {
         dir <- tempfile("cb-bench-fleet-")

@@ -93,44 +93,17 @@ this_file <- local({
   }
 })
 this_file <- gsub("~+~", " ", this_file, fixed = TRUE)  # how Rscript passes spaces
-# usage(), bad_option(), parse_options(), as_flag():
+# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number(),
+# new_stoppers():
 source(file.path(dirname(this_file), "..", "script-options.R"))
 home <- normalizePath(dirname(this_file), mustWork = TRUE)
 
-# bad_option() comes from script-options.R, which lintr does not follow.
-# nolint start: object_usage_linter.
-as_bounded_number <- function(value, name) {
-  s <- spec[[name]]
-  number <- suppressWarnings(as.numeric(value))
-  kind <- if (s$whole) "a whole number" else "a number"
-  if (length(number) != 1L || is.na(number) || number < s$min || number > s$max ||
-      (s$whole && number != round(number))) {
-    bad_option("--", name, " must be ", kind, " from ", s$min, " to ", s$max, ", not \"", value, "\"")
-  }
-  number
-}
-# nolint end
 
 now <- function() as.numeric(Sys.time())
 
 # ---------------------------------------------------------------------------
 # Background processes
 
-# A list of stop functions, run (once each, newest first) by stop_all().
-new_processes <- function() {
-  stoppers <- list()
-  list(
-    add = function(stopper) {
-      stoppers[[length(stoppers) + 1L]] <<- stopper
-      invisible(NULL)
-    },
-    stop_all = function() {
-      for (stopper in rev(stoppers)) try(stopper(), silent = TRUE)
-      stoppers <<- list()
-      invisible(NULL)
-    }
-  )
-}
 
 # A handle for one request: a fresh connection, `Connection: close` (httpuv,
 # under plumber, stalls keep-alive clients by about 40 ms per request).
@@ -407,7 +380,7 @@ new_store_dir <- function() {
 }
 
 run_once <- function(kind, downstream, opts, say) {
-  procs <- new_processes()
+  procs <- new_stoppers()  # nolint: object_usage_linter. From script-options.R.
   on.exit(procs$stop_all(), add = TRUE)
   store_dir <- ""
   if (identical(kind, "shared")) {
@@ -678,7 +651,7 @@ if (as_flag(values$help, "help")) usage(0, this_file)
 quiet <- as_flag(values$quiet, "quiet")
 opts <- list()
 for (name in names(defaults)) {
-  value <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name)
+  value <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name, spec)
   opts[[gsub("-", "_", name, fixed = TRUE)]] <- value
 }
 if (opts$recovery_timeout > opts$seconds) {
@@ -697,7 +670,7 @@ if (length(missing)) {
 say <- if (quiet) function(...) invisible(NULL) else function(...) cat(..., sep = "")
 status <- tryCatch(
   {
-    procs <- new_processes()
+    procs <- new_stoppers()
     results <- tryCatch(
       {
         downstream <- start_downstream(procs)

@@ -340,13 +340,7 @@ class FleetMember {
       return;
     }
     tripped_ = false;
-    FleetView v;
-    v.state = reply.state;
-    v.new_generation = known_ && reply.generation != known_generation_;
-    v.open_elapsed = ms_to_nanos(reply.open_elapsed_ms);
-    v.open_duration = ms_to_nanos(reply.open_ms);
-    v.consecutive_opens = reply.consecutive_opens;
-    v.consecutive_failures = reply.consecutive_failures;
+    const FleetView v = view_of(reply);
     std::uint64_t seq = 0;
     if (breaker_.adopt(v, built_generation_, built_failures_, now, &seq)) last_seq_ = seq;
     if (v.new_generation || reply.state == State::Closed) {
@@ -383,6 +377,19 @@ class FleetMember {
     return buf;
   }
 
+  // A reply as the core takes it (under mutex_: "new" is against the
+  // generation this process knew).
+  FleetView view_of(const FleetReply& r) const noexcept {
+    FleetView v;
+    v.state = r.state;
+    v.new_generation = known_ && r.generation != known_generation_;
+    v.open_elapsed = ms_to_nanos(r.open_elapsed_ms);
+    v.open_duration = ms_to_nanos(r.open_ms);
+    v.consecutive_opens = r.consecutive_opens;
+    v.consecutive_failures = r.consecutive_failures;
+    return v;
+  }
+
   // The lease script's {'state', g, s, elapsed, od, o, cf}: the fleet is not
   // half-open (a sync had not told us yet).
   void adopt_state_reply(const std::vector<std::string>& v, Nanos now) {
@@ -391,13 +398,7 @@ class FleetMember {
                                                      v[5], v[6], "0",  "0",  ""};
     if (!r.parse(fields)) return;
     std::lock_guard<std::mutex> g(mutex_);
-    FleetView fv;
-    fv.state = r.state;
-    fv.new_generation = known_ && r.generation != known_generation_;
-    fv.open_elapsed = ms_to_nanos(r.open_elapsed_ms);
-    fv.open_duration = ms_to_nanos(r.open_ms);
-    fv.consecutive_opens = r.consecutive_opens;
-    fv.consecutive_failures = r.consecutive_failures;
+    const FleetView fv = view_of(r);
     const Snapshot snap = breaker_.snapshot(now);
     std::uint64_t seq = 0;
     if (breaker_.adopt(fv, snap.generation, snap.consecutive_failures, now, &seq)) {

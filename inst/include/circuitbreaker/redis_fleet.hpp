@@ -370,6 +370,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return out;
   }
 
+  // A failure was recorded: sync soon, so that failures spread over the
+  // fleet reach its count without waiting for the next tick. At most one
+  // such early sync per tenth of sync_interval, so that a failing downstream
+  // costs Redis at most ten extra syncs per interval per process.
+  void nudge() noexcept {
+    const Nanos t = SteadyClock::now();
+    Nanos last = last_nudge_.load(std::memory_order_relaxed);
+    if (t - last < spec_.sync_interval / 10) return;
+    if (last_nudge_.compare_exchange_strong(last, t, std::memory_order_relaxed)) wake();
+  }
+
   // Something to send now (a settled probe, a manual command).
   void wake() noexcept {
     if (wake_[1] >= 0) {
@@ -618,7 +629,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   RedisConnection caller_;      // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
-  std::uint64_t rng_ = entropy_seed();      // the sync thread's
+  std::atomic<Nanos> last_nudge_{0};
+  std::uint64_t rng_ = entropy_seed();  // the sync thread's
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;
