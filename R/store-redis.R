@@ -36,7 +36,9 @@ NULL
 #'
 #' @section What counts the whole fleet:
 #' `failure_threshold` and `minimum_calls` count the fleet's calls: five
-#' consecutive failures may be two in one process and three in another. Rates
+#' consecutive failures may be two in one process and three in another, and
+#' a success in any process ends the run (within a sync interval, the order
+#' of the calls of different processes is approximate). Rates
 #' (`failure_rate_threshold`, `slow_call_rate_threshold`) are rates, so they
 #' are unaffected. A process also applies its own rules to its own calls
 #' between two syncs; when they open its copy, the fleet opens too (if it has

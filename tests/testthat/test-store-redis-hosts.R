@@ -396,9 +396,9 @@ job_calls <- function(ctx, a) {
   list(did = did, took = took, metrics = cb$metrics())
 }
 
-# Waits (at most `seconds`) until breaker `name` rejects a call (polling with
-# calls that succeed, `gap` s apart), or with `closed`, until it admits one
-# in mode "fleet". Returns whether it happened, the calls it made, and the
+# Waits (at most `seconds`) until breaker `name` rejects a call (polling its
+# state, `gap` s apart, then one call), or with `closed`, until it admits
+# one in mode "fleet" (polling with calls that succeed). Returns whether it happened, the calls it made, and the
 # metrics then.
 job_wait <- function(ctx, a) {
   cb <- ctx$breaker(a$name)
@@ -406,6 +406,15 @@ job_wait <- function(ctx, a) {
   done <- FALSE
   calls <- 0L
   for (i in seq_len(ceiling(a$seconds / a$gap) + 1L)) {
+    # Waiting for a trip elsewhere, it makes no call until its copy is no
+    # longer CLOSED: a success here would end the fleet's run of failures
+    # (failure_threshold counts the whole fleet). Then one call, which must
+    # be rejected.
+    if (!isTRUE(a$closed) && identical(cb$state, "CLOSED")) {
+      if (Sys.time() > deadline) break
+      Sys.sleep(a$gap)
+      next
+    }
     ran <- FALSE
     cb$execute(function() ran <<- TRUE, function() "fallback")
     calls <- calls + ran
