@@ -95,7 +95,7 @@ new_breaker_core <- function(args, call) {
   core <- new.env(parent = emptyenv(), hash = FALSE)
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
-  segment <- store_segment_path(check_store(args$store, call = call), core$name, call = call)
+  segment <- store_location(check_store(args$store, call = call), core$name, call = call)
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
   core
 }

@@ -162,7 +162,7 @@ check_store <- function(x, arg = "store", call = rlang::caller_env()) {
 # the segment file's path in a host store, or the fleet's connection details
 # for a Redis store. A shared breaker needs a name: it is how processes find
 # each other.
-store_segment_path <- function(store, name, call) {
+store_location <- function(store, name, call) {
   if (is.null(store) || identical(store$kind, "process")) return(NULL)
   if (is.null(name)) {
     cli::cli_abort(
@@ -195,7 +195,7 @@ check_host_store <- function(store, call = rlang::caller_env()) {
 breaker_store_unlink <- function(name, store = breaker_store_host()) {
   check_string(name)
   check_host_store(store)
-  path <- store_segment_path(store, name, call = rlang::current_call())
+  path <- store_location(store, name, call = rlang::current_call())
   invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
 }
 

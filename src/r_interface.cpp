@@ -1,7 +1,6 @@
 // External-pointer lifecycle and error signalling shared by the bindings.
 #include "r_interface.h"
 
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -147,29 +146,16 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
       circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
   fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
   fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
-  const std::string name = Rcpp::as<std::string>(l["name"]);
   std::shared_ptr<circuitbreaker::FleetSync> sync =
       circuitbreaker::FleetSync::for_spec(fs);
-  std::uint64_t seed = circuitbreaker::entropy_seed();
-  char id[40];
-  std::snprintf(id, sizeof id, "%016llx%08llx",
-                static_cast<unsigned long long>(circuitbreaker::splitmix64(seed)),
-                static_cast<unsigned long long>(circuitbreaker::splitmix64(seed) >> 32));
-  auto member = std::make_shared<circuitbreaker::FleetMember>(
-      name, circuitbreaker::fleet_key(fs.prefix, name), c, sync->now(), id);
-  sync->add(member);
-  const std::string theirs = member->status().fleet_config;
-  if (!theirs.empty()) {
-    const int field =
-        circuitbreaker::fleet_fingerprint_difference(member->fingerprint(), theirs);
-    SEXP call = PROTECT(
-        Rf_lang3(Rf_install("abort_fleet_wrong_config"), Rf_mkString(name.c_str()),
-                 field >= 0 && field < static_cast<int>(circuitbreaker::kConfigFieldCount)
-                     ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
-                     : R_NilValue));
-    Rcpp::Rcpp_fast_eval(call, package_namespace());
-    UNPROTECT(1);
-    Rcpp::stop("circuitbreaker: internal error reporting function returned");
+  std::shared_ptr<circuitbreaker::FleetMember> member =
+      sync->join(Rcpp::as<std::string>(l["name"]), c);
+  int field = -1;
+  if (member->config_conflict(&field)) {
+    call_abort(PROTECT(Rf_lang3(
+        Rf_install("abort_fleet_wrong_config"), Rf_mkString(member->name().c_str()),
+        field >= 0 ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
+                   : R_NilValue)));
   }
   return std::make_unique<BreakerHandle>(std::move(member), std::move(sync));
 #else

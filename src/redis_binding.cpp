@@ -5,7 +5,6 @@
 // cb_redis_parse_url() reports that the store is unavailable.
 #include <Rcpp.h>
 
-#include <cstdarg>
 #include <string>
 
 #include "circuitbreaker/redis_url.hpp"
@@ -13,7 +12,6 @@
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <memory>
 #include <vector>
@@ -32,40 +30,6 @@ circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   }
   return e;
 }
-
-#ifdef CIRCUITBREAKER_HAVE_HIREDIS
-timeval to_timeval(double seconds) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(seconds);
-  tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
-  return tv;
-}
-
-// One command; the reply's text (status, string, integer) or the error.
-bool command(redisContext* c, std::string& out, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  auto* reply = static_cast<redisReply*>(redisvCommand(c, fmt, ap));
-  va_end(ap);
-  if (reply == nullptr) {
-    out = c->errstr[0] != '\0' ? c->errstr : "no reply";
-    return false;
-  }
-  bool ok = true;
-  switch (reply->type) {
-    case REDIS_REPLY_ERROR:
-      ok = false;
-      out.assign(reply->str, reply->len);
-      break;
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_STRING: out.assign(reply->str, reply->len); break;
-    case REDIS_REPLY_INTEGER: out = std::to_string(reply->integer); break;
-    default: out.clear();
-  }
-  freeReplyObject(reply);
-  return ok;
-}
-#endif
 
 }  // namespace
 
@@ -90,31 +54,24 @@ SEXP cb_redis_parse_url(SEXP url) {
                             Rcpp::Named("has_password") = e.has_password);
 }
 
-// Connects, authenticates, selects the database and sends PING, each step
-// bounded by `timeout` seconds. Returns list(ok, message): the PING reply,
-// or what failed.
+// Connects, authenticates, selects the database and sends PING, each round
+// trip bounded by `timeout` seconds (the store's own connection class). Returns list(ok,
+// message): the PING reply, or what failed.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_ping(SEXP url, double timeout) {
   const circuitbreaker::RedisEndpoint e = endpoint_from(url);
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-  const timeval tv = to_timeval(timeout);
-  redisContext* c = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
+  circuitbreaker::RedisConnection c;
+  const circuitbreaker::Nanos t = circuitbreaker::seconds_to_nanos(timeout);
   std::string message;
-  bool ok = c != nullptr && c->err == 0;
-  if (!ok) {
-    message = c != nullptr ? c->errstr : "cannot allocate a Redis context";
+  bool ok = c.connect(e, t);
+  if (ok) {
+    circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
+    ok = r && r->type != REDIS_REPLY_ERROR;
+    message = r ? circuitbreaker::RedisConnection::reply_text(r.r) : c.error();
   } else {
-    redisSetTimeout(c, tv);
-    if (e.has_password) {
-      ok = e.username.empty()
-               ? command(c, message, "AUTH %b", e.password.data(), e.password.size())
-               : command(c, message, "AUTH %b %b", e.username.data(), e.username.size(),
-                         e.password.data(), e.password.size());
-    }
-    if (ok && e.db != 0) ok = command(c, message, "SELECT %d", e.db);
-    if (ok) ok = command(c, message, "PING");
+    message = c.error();
   }
-  if (c != nullptr) redisFree(c);
   return Rcpp::List::create(Rcpp::Named("ok") = ok, Rcpp::Named("message") = message);
 #else
   (void)e;

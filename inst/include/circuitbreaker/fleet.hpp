@@ -362,6 +362,17 @@ class FleetMember {
     return {known_, known_generation_, fleet_calls_, fleet_failures_, fleet_config_};
   }
 
+  // Whether the fleet keeps this breaker with another configuration, and
+  // then the index (in kConfigFields) of the first argument that differs, or
+  // -1 when none can be named.
+  bool config_conflict(int* field) const {
+    const std::string theirs = status().fleet_config;
+    if (theirs.empty()) return false;
+    const int f = fleet_fingerprint_difference(fingerprint_, theirs);
+    *field = f >= 0 && f < static_cast<int>(kConfigFieldCount) ? f : -1;
+    return true;
+  }
+
  private:
   struct ProbeToken {
     std::string token, fleet_slot, generation;

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -308,6 +309,21 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // to those sockets.
   bool linked() const noexcept {
     return linked_.load(std::memory_order_acquire) && ::getpid() == pid_;
+  }
+
+  // A new member for breaker `name` of this store, registered (add()): its
+  // key, and a random report-id prefix of its own (report ids must be
+  // unique across the fleet's processes).
+  std::shared_ptr<FleetMember> join(const std::string& name, const Config& config) {
+    std::uint64_t seed = entropy_seed();
+    char id[40];
+    std::snprintf(id, sizeof id, "%016llx%08llx",
+                  static_cast<unsigned long long>(splitmix64(seed)),
+                  static_cast<unsigned long long>(splitmix64(seed) >> 32));
+    auto m = std::make_shared<FleetMember>(name, fleet_key(spec_.prefix, name), config,
+                                           now(), id);
+    add(m);
+    return m;
   }
 
   // Registers a breaker: one SYNC for it alone on the caller's connection,
