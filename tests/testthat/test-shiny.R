@@ -165,7 +165,8 @@ test_that("the example app shows fresh data, then the last good data while the b
     DOWNSTREAM_URL = downstream$url("/data"),
     BREAKER_FAILURE_THRESHOLD = "2",
     BREAKER_RECOVERY_TIMEOUT = "60",
-    FETCH_INTERVAL = "60"
+    FETCH_INTERVAL = "60",
+    FETCH_MODE = "observer"  # test-shiny-task.R tests the ExtendedTask modes
   )
   withr::defer(breaker_remove("downstream"))
 
@@ -223,7 +224,8 @@ test_that("the example app says when it has no data to fall back on", {
   app_dir <- guarded_fetch_app_dir()
   skip_if(app_dir == "", "the example app is not installed")
   downstream <- local_downstream()
-  withr::local_envvar(DOWNSTREAM_URL = downstream$url("/status/503"), FETCH_INTERVAL = "60")
+  withr::local_envvar(DOWNSTREAM_URL = downstream$url("/status/503"), FETCH_INTERVAL = "60",
+                      FETCH_MODE = "observer")
   withr::defer(breaker_remove("downstream"))
   shiny::testServer(app_dir, {
     session$flushReact()
