@@ -191,7 +191,8 @@ local_guarded_fetch_app <- function(envvars, env = parent.frame(), seconds = 20)
     env = process_env,
     stdout = "|", stderr = "2>&1"
   )
-  withr::defer(if (proc$is_alive()) proc$kill(), envir = env)
+  # The whole tree: in the mirai mode the app has daemons of its own.
+  withr::defer(if (proc$is_alive()) proc$kill_tree(), envir = env)
   url <- paste0("http://127.0.0.1:", port, "/")
   deadline <- Sys.time() + seconds
   repeat {

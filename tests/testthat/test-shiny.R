@@ -305,3 +305,76 @@ test_that("in a headless browser, the example app shows the open breaker", {
   expect_true(file.exists(screenshot))
   expect_gt(file.size(screenshot), 10000)
 })
+
+test_that("in a headless browser, the task button fetches in an ExtendedTask and shows the result", {
+  skip_on_cran()
+  skip_if_not(
+    utils::packageVersion("shiny") >= "1.8.1",
+    paste0("ExtendedTask needs shiny >= 1.8.1; this is shiny ", utils::packageVersion("shiny"))
+  )
+  skip_if_not(
+    requireNamespace("bslib", quietly = TRUE) && utils::packageVersion("bslib") >= "0.7.0",
+    "the task button needs bslib >= 0.7.0"
+  )
+  skip_if_not_installed("processx")
+  skip_if_not_installed("curl")
+  chromium <- find_chromium()
+  skip_if(chromium == "", "headless Chromium is not installed (apt-get install chromium)")
+  app_dir <- guarded_fetch_app_dir()
+  skip_if(app_dir == "", "the example app is not installed")
+
+  downstream <- local_downstream(shiny_downstream_app())
+  app <- local_guarded_fetch_app(c(
+    DOWNSTREAM_URL = downstream$url("/data"),
+    BREAKER_FAILURE_THRESHOLD = "2",
+    BREAKER_RECOVERY_TIMEOUT = "120",
+    FETCH_INTERVAL = "600",  # only the fetch at startup and the clicks
+    FETCH_MODE = "auto"      # what a user gets: mirai when it is installed
+  ))
+  browser <- local_chromium(chromium)
+  tab <- chromium_open(browser, app$url)
+  js <- function(expression) chromium_eval(browser, tab, expression)
+  wait <- function(expression, seconds = 15) chromium_wait_for(browser, tab, expression, seconds)
+
+  # The fetch at startup, in the task, renders the table.
+  expect_true(wait("!!document.querySelector('#data table') && /apples/.test(document.getElementById('data').textContent)"))
+  expect_match(js("document.getElementById('fetch-mode').textContent"), "in an ExtendedTask", fixed = TRUE)
+  expect_match(js("document.getElementById('freshness').textContent"), "Fresh data", fixed = TRUE)
+  expect_true(js("document.getElementById('refresh').classList.contains('bslib-task-button')"))
+
+  # The stat of the dashboard's card for "downstream".
+  card_stat <- function(label) paste0(
+    "Array.from(document.querySelectorAll('.cbdash-stats tr'))",
+    "  .find(function(r) { return r.cells[0].textContent === '", label, "'; }).cells[1].textContent"
+  )
+  # Clicks the task button once it takes clicks (not while a task runs), and
+  # waits until the dashboard's card shows `stat` at `value`.
+  click_until <- function(stat, value) {
+    expect_true(wait("!document.getElementById('refresh').disabled"))
+    js("document.getElementById('refresh').click()")
+    expect_true(wait(paste0("(", card_stat(stat), ").indexOf('", value, "') === 0"), seconds = 20))
+  }
+
+  # The downstream fails: two clicks, two failed requests, the breaker opens
+  # and the task answers with the stale data.
+  get_json(downstream$url("/fail"))
+  click_until("failures", "1")
+  click_until("failures", "2")
+  expect_true(wait("document.getElementById('breaker-state').textContent === 'OPEN'"))
+  expect_true(wait("/Stale data/.test(document.getElementById('freshness').textContent)"))
+  expect_match(js("document.getElementById('data').textContent"), "apples", fixed = TRUE)
+  expect_match(js("document.getElementById('freshness').textContent"), "HTTP 500", fixed = TRUE)
+
+  # While it is open, a click is answered by the fallback, with no request.
+  click_until("rejected", "1 (")
+  expect_true(wait("/is OPEN/.test(document.getElementById('freshness').textContent)"))
+  expect_true(wait("!document.getElementById('refresh').disabled"))
+  expect_identical(get_json(downstream$url("/hits"))$hits, 3L)
+
+  artifacts <- test_path("_artifacts")
+  dir.create(artifacts, showWarnings = FALSE)
+  screenshot <- file.path(artifacts, "guarded-fetch-task-open.png")
+  unlink(screenshot)
+  chromium_screenshot(browser, tab, screenshot)
+  expect_gt(file.size(screenshot), 10000)
+})
