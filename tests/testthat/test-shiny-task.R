@@ -96,112 +96,114 @@ daemon_tasks_completed <- function() {
   unname(mirai::info(.compute = "guarded-fetch")[["completed"]])
 }
 
-# The whole story, in either ExtendedTask mode: fresh data, failures that
-# open the breaker, rejections that answer at once without a request (in the
-# mirai mode, without a daemon), and a probe that closes it again.
-check_task_app <- function(mode) {
-  downstream <- local_downstream(shiny_downstream_app())
-  app_dir <- local_task_app(mode, downstream$url("/data"), recovery = 3)
+# The whole story, in either ExtendedTask mode, run by testServer() with the
+# app's `session` and `output`: fresh data, failures that open the breaker,
+# rejections that answer at once without a request (in the mirai mode,
+# without a daemon's task), and a probe that closes it again. The downstream
+# is a shiny_downstream_app() and the breaker's recovery_timeout is short.
+task_app_story <- function(session, output, mode, downstream) {
   hits <- function() get_json(downstream$url("/hits"))$hits
   in_daemons <- mode == "mirai"
+  expect_identical(app_value(session, "fetch_mode"), mode)
+  breaker <- app_value(session, "breaker")
+  task <- session$env$task  # the session's ExtendedTask
+  expect_s3_class(task, "ExtendedTask")
+  if (in_daemons) expect_true(mirai::daemons_set(.compute = "guarded-fetch"))
 
-  shiny::testServer(app_dir, {
-    expect_identical(app_value(session, "fetch_mode"), mode)
-    breaker <- app_value(session, "breaker")
-    expect_s3_class(task, "ExtendedTask")
-    if (in_daemons) expect_true(mirai::daemons_set(.compute = "guarded-fetch"))
+  # The session starts: the observer invokes the task, which runs while
+  # the session goes on.
+  session$flushReact()
+  expect_identical(task$status(), "running")
+  expect_true(task_settles(session, task))
+  expect_identical(task$status(), "success")
+  r <- task$result()
+  expect_false(r$stale)
+  expect_identical(r$data$item, c("apples", "pears"))
+  expect_identical(hits(), 1L)
+  if (in_daemons) expect_equal(daemon_tasks_completed(), 1L)
+  expect_match(output$data, "apples", fixed = TRUE)
+  expect_match(output$freshness$html, "Fresh data", fixed = TRUE)
+  expect_match(output$status$html, ">CLOSED<", fixed = TRUE)
 
-    # The session starts: the observer invokes the task, which runs while
-    # the session goes on.
-    session$flushReact()
+  # The downstream fails: each fetch is a request (and a daemon's task)
+  # that fails, and the task answers with the last good data.
+  get_json(downstream$url("/fail"))
+  for (i in 1:2) {
+    session$setInputs(refresh = i)
     expect_identical(task$status(), "running")
     expect_true(task_settles(session, task))
-    expect_identical(task$status(), "success")
     r <- task$result()
-    expect_false(r$stale)
+    expect_true(r$stale)
+    expect_match(r$reason, "HTTP 500", fixed = TRUE)
     expect_identical(r$data$item, c("apples", "pears"))
-    expect_identical(hits(), 1L)
-    if (in_daemons) expect_equal(daemon_tasks_completed(), 1L)
-    expect_match(output$data, "apples", fixed = TRUE)
-    expect_match(output$freshness$html, "Fresh data", fixed = TRUE)
-    expect_match(output$status$html, ">CLOSED<", fixed = TRUE)
+    expect_identical(hits(), 1L + i)
+  }
+  expect_identical(breaker$state, "OPEN")
+  if (in_daemons) expect_equal(daemon_tasks_completed(), 3L)
+  expect_match(output$freshness$html, "Stale data", fixed = TRUE)
+  expect_match(output$data, "pears", fixed = TRUE)
 
-    # The downstream fails: each fetch is a request (and a daemon's task)
-    # that fails, and the task answers with the last good data.
-    get_json(downstream$url("/fail"))
-    for (i in 1:2) {
-      session$setInputs(refresh = i)
-      expect_identical(task$status(), "running")
-      expect_true(task_settles(session, task))
-      r <- task$result()
-      expect_true(r$stale)
-      expect_match(r$reason, "HTTP 500", fixed = TRUE)
-      expect_identical(r$data$item, c("apples", "pears"))
-      expect_identical(hits(), 1L + i)
-    }
-    expect_identical(breaker$state, "OPEN")
-    if (in_daemons) expect_equal(daemon_tasks_completed(), 3L)
-    expect_match(output$freshness$html, "Stale data", fixed = TRUE)
-    expect_match(output$data, "pears", fixed = TRUE)
-
-    # While the breaker is open, the task's fetch is rejected: the fallback
-    # answers with the stale data, with no request and no daemon's task.
-    expect_gt(breaker$metrics()$seconds_until_probe, 0)
-    for (i in 1:2) {
-      session$setInputs(refresh = 2 + i)
-      expect_true(task_settles(session, task))
-      r <- task$result()
-      expect_true(r$stale)
-      expect_match(r$reason, "is OPEN", fixed = TRUE)
-      expect_identical(r$data$item, c("apples", "pears"))
-      expect_equal(breaker$metrics()$rejected, i)
-    }
-    expect_identical(hits(), 3L)
-    if (in_daemons) expect_equal(daemon_tasks_completed(), 3L)
-
-    # The app's dashboard module, unchanged, shows what the task's calls did.
-    session$elapse(1000)  # its next poll
-    card <- dashboard_card(output, "downstream")
-    expect_false(is.null(card))
-    expect_match(card, 'cbdash-state-OPEN">OPEN<', fixed = TRUE)
-    expect_identical(card_number(card, "failures"), 2)
-    expect_identical(card_number(card, "rejected"), 2)
-    expect_match(output$status$html, ">OPEN<", fixed = TRUE)
-
-    # The downstream recovers; once the open period is over, the next fetch
-    # is a probe, and its success closes the breaker.
-    get_json(downstream$url("/recover"))
-    expect_true(wait_for_probe(breaker))
-    session$setInputs(refresh = 5)
+  # While the breaker is open, the task's fetch is rejected: the fallback
+  # answers with the stale data, with no request and no daemon's task.
+  expect_gt(breaker$metrics()$seconds_until_probe, 0)
+  for (i in 1:2) {
+    session$setInputs(refresh = 2 + i)
     expect_true(task_settles(session, task))
     r <- task$result()
-    expect_false(r$stale)
+    expect_true(r$stale)
+    expect_match(r$reason, "is OPEN", fixed = TRUE)
     expect_identical(r$data$item, c("apples", "pears"))
-    expect_identical(breaker$state, "CLOSED")
-    expect_identical(hits(), 4L)
-    if (in_daemons) expect_equal(daemon_tasks_completed(), 4L)
-    expect_match(output$freshness$html, "Fresh data", fixed = TRUE)
-    session$elapse(1000)
-    card <- dashboard_card(output, "downstream")
-    expect_match(card, 'cbdash-state-CLOSED">CLOSED<', fixed = TRUE)
-    expect_identical(card_number(card, "rejected"), 2)
-  })
+    expect_equal(breaker$metrics()$rejected, i)
+  }
+  expect_identical(hits(), 3L)
+  if (in_daemons) expect_equal(daemon_tasks_completed(), 3L)
+
+  # The app's dashboard module, unchanged, shows what the task's calls did.
+  session$elapse(1000)  # its next poll
+  card <- dashboard_card(output, "downstream")
+  expect_false(is.null(card))
+  expect_match(card, 'cbdash-state-OPEN">OPEN<', fixed = TRUE)
+  expect_identical(card_number(card, "failures"), 2)
+  expect_identical(card_number(card, "rejected"), 2)
+  expect_match(output$status$html, ">OPEN<", fixed = TRUE)
+
+  # The downstream recovers; once the open period is over, the next fetch
+  # is a probe, and its success closes the breaker.
+  get_json(downstream$url("/recover"))
+  expect_true(wait_for_probe(breaker))
+  session$setInputs(refresh = 5)
+  expect_true(task_settles(session, task))
+  r <- task$result()
+  expect_false(r$stale)
+  expect_identical(r$data$item, c("apples", "pears"))
+  expect_identical(breaker$state, "CLOSED")
+  expect_identical(hits(), 4L)
+  if (in_daemons) expect_equal(daemon_tasks_completed(), 4L)
+  expect_match(output$freshness$html, "Fresh data", fixed = TRUE)
+  session$elapse(1000)
+  card <- dashboard_card(output, "downstream")
+  expect_match(card, 'cbdash-state-CLOSED">CLOSED<', fixed = TRUE)
+  expect_identical(card_number(card, "rejected"), 2)
 }
 
-test_that("in an ExtendedTask with mirai, the app's fetch opens the breaker, is rejected without a daemon, and recovers", {
+test_that("in an ExtendedTask with mirai, the app's fetch opens the breaker, is rejected with no daemon, recovers", {
   skip_on_cran()
   skip_without_extended_task()
   skip_without_mirai()
   skip_if_not_installed("later")
-  check_task_app("mirai")
+  downstream <- local_downstream(shiny_downstream_app())
+  app_dir <- local_task_app("mirai", downstream$url("/data"), recovery = 3)
+  shiny::testServer(app_dir, task_app_story(session, output, "mirai", downstream))
 })
 
-test_that("in an ExtendedTask with a curl promise, the app's fetch opens the breaker, is rejected at once, and recovers", {
+test_that("in an ExtendedTask with a curl promise, the app's fetch opens the breaker, is rejected, recovers", {
   skip_on_cran()
   skip_without_extended_task()
   skip_if_not_installed("later")
   skip_if_not_installed("curl")
-  check_task_app("promise")
+  downstream <- local_downstream(shiny_downstream_app())
+  app_dir <- local_task_app("promise", downstream$url("/data"), recovery = 3)
+  shiny::testServer(app_dir, task_app_story(session, output, "promise", downstream))
 })
 
 test_that("the app runs its fetches as this shiny can, and says what a FETCH_MODE it cannot run needs", {

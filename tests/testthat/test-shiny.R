@@ -337,16 +337,21 @@ test_that("in a headless browser, the task button fetches in an ExtendedTask and
   wait <- function(expression, seconds = 15) chromium_wait_for(browser, tab, expression, seconds)
 
   # The fetch at startup, in the task, renders the table.
-  expect_true(wait("!!document.querySelector('#data table') && /apples/.test(document.getElementById('data').textContent)"))
+  expect_true(wait(paste(
+    "!!document.querySelector('#data table') &&",
+    "/apples/.test(document.getElementById('data').textContent)"
+  )))
   expect_match(js("document.getElementById('fetch-mode').textContent"), "in an ExtendedTask", fixed = TRUE)
   expect_match(js("document.getElementById('freshness').textContent"), "Fresh data", fixed = TRUE)
   expect_true(js("document.getElementById('refresh').classList.contains('bslib-task-button')"))
 
   # The stat of the dashboard's card for "downstream".
-  card_stat <- function(label) paste0(
-    "Array.from(document.querySelectorAll('.cbdash-stats tr'))",
-    "  .find(function(r) { return r.cells[0].textContent === '", label, "'; }).cells[1].textContent"
-  )
+  card_stat <- function(label) {
+    paste0(
+      "Array.from(document.querySelectorAll('.cbdash-stats tr'))",
+      "  .find(function(r) { return r.cells[0].textContent === '", label, "'; }).cells[1].textContent"
+    )
+  }
   # Clicks the task button once it takes clicks (not while a task runs), and
   # waits until the dashboard's card shows `stat` at `value`.
   click_until <- function(stat, value) {
