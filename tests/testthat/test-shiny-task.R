@@ -209,6 +209,33 @@ test_that("in an ExtendedTask with a curl promise, the app's fetch opens the bre
   shiny::testServer(app_dir, task_app_story(session, output, "promise", downstream))
 })
 
+test_that("with mirai, a downstream that hangs fails by the daemon's timeout while the session goes on", {
+  skip_on_cran()
+  skip_without_extended_task()
+  skip_without_mirai()
+  skip_if_not_installed("later")
+  downstream <- local_downstream()
+  # The app's breaker has timeout = 2 (seconds): the daemon's curl gives up
+  # before the downstream answers.
+  app_dir <- local_task_app("mirai", downstream$url("/hang?seconds=5"))
+  shiny::testServer(app_dir, {
+    task <- session$env$task
+    session$flushReact()
+    expect_identical(task$status(), "running")
+    # The session is not held by the running task: its other outputs render.
+    expect_match(output$status$html, ">CLOSED<", fixed = TRUE)
+    expect_true(task_settles(session, task, seconds = 20))
+    r <- task$result()
+    expect_true(r$stale)
+    expect_null(r$data)
+    expect_match(r$reason, "Timeout", fixed = TRUE)
+    m <- app_value(session, "breaker")$metrics()
+    expect_identical(m$failures, 1)
+    expect_identical(m$state, "CLOSED")  # one failure of two
+    expect_match(output$freshness$html, "No data has been fetched yet", fixed = TRUE)
+  })
+})
+
 test_that("the app runs its fetches as this shiny can, and says what a FETCH_MODE it cannot run needs", {
   app_dir <- guarded_fetch_app_dir()
   skip_if(app_dir == "", "the example app is not installed")
