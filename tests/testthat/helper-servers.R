@@ -102,7 +102,7 @@ promise_value <- function(p, seconds = 10) {
 # A real mirai daemon pool of `n` local processes for the calling test, reset
 # (the daemons stopped) when it ends.
 local_mirai_daemons <- function(n = 2, env = parent.frame()) {
-  skip_if_not_installed("mirai", "2.0.0")
+  skip_if_not_installed("mirai", "2.7.3")
   skip_if_not_installed("promises")
   skip_if_not_installed("later")
   mirai::daemons(n)
