@@ -52,10 +52,6 @@ NULL
 
 otel_scope <- "r.package.circuitbreaker"
 
-# The tracer, meter and instruments, made once per session when the first
-# reporting breaker is created (otel caches its providers too).
-otel_cache <- new.env(parent = emptyenv())
-
 # TRUE when breakers created now should report: otel installed, not turned
 # off by the option, and tracing or metrics on. Called once per breaker, at
 # creation; never on a call.
@@ -65,18 +61,20 @@ otel_wanted <- function() {
   isTRUE(otel::is_tracing_enabled(otel_scope)) || isTRUE(otel::is_measuring_enabled(otel_scope))
 }
 
+# The instruments a reporting breaker uses, made when it is created from the
+# meter provider in effect then (otel keeps one per session; otelsdk's
+# with_otel_record() swaps in its own for a while).
 otel_instruments <- function() {
-  if (is.null(otel_cache$calls)) {
-    meter <- otel::get_meter(otel_scope)
-    otel_cache$tracing <- isTRUE(otel::is_tracing_enabled(otel_scope))
-    otel_cache$calls <- meter$create_counter("circuit_breaker.calls",
+  meter <- otel::get_meter(otel_scope)
+  list(
+    tracing = isTRUE(otel::is_tracing_enabled(otel_scope)),
+    calls = meter$create_counter("circuit_breaker.calls",
       description = "Calls through a circuit breaker, by outcome", unit = "{call}"
-    )
-    otel_cache$state <- meter$create_gauge("circuit_breaker.state",
+    ),
+    state = meter$create_gauge("circuit_breaker.state",
       description = "1 for the state a circuit breaker is in, 0 for the one it left", unit = "1"
     )
-  }
-  otel_cache
+  )
 }
 
 # Attaches the reporting listeners to a new core when otel_wanted(). They use
