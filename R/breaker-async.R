@@ -1,4 +1,6 @@
-# `$execute_async()`: a call whose request returns a promise.
+# `$execute_async()`: a call whose request returns a promise, or anything
+# promises::as.promise() accepts (a mirai, a future, a class with its own
+# as.promise() method).
 #
 # The permit is taken when the call starts and settled when the promise
 # settles. In CLOSED a permit holds nothing, so an abandoned promise costs
@@ -7,7 +9,9 @@
 # `recovery_timeout`) so that a promise that never settles cannot hold the
 # breaker in HALF_OPEN (the rule is the core's; R passes `timeout`). A result
 # that arrives after the breaker changed state only updates the counters (the
-# core's generations).
+# core's generations). A mirai stopped with mirai::stop_mirai() was
+# abandoned, which says nothing about the downstream: its permit is released,
+# counting nothing, so that a probe's slot is free at once.
 
 #' @include breaker-execute.R
 NULL
@@ -40,7 +44,12 @@ breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_
     permit <- permit[[1L]]
   }
 
+  value <- NULL
   settle_error <- function(cond) {
+    if (is_cancelled_mirai(value)) {
+      release_permit(core, permit)
+      stop(cond)
+    }
     ignored <- is_ignored(core, cond)
     record_error(core, permit, cond, ignored)
     if (is.null(fallback_func) || ignored) stop(cond)
@@ -53,8 +62,33 @@ breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_
   }
   value <- started$value
   promises::then(
-    if (promises::is.promising(value)) promises::as.promise(value) else promises::promise_resolve(value),
+    if (is_promise_able(value)) promises::as.promise(value) else promises::promise_resolve(value),
     onFulfilled = function(value) settle_value(core, permit, value, fallback_func),
     onRejected = settle_error
   )
+}
+
+# TRUE for what promises::as.promise() turns into a promise: what
+# is.promising() knows (promises, mirai, futures), and any object with an
+# as.promise() method of its own, which older promises' is.promising() does
+# not consult.
+is_promise_able <- function(x) {
+  if (!is.object(x)) return(FALSE)
+  if (promises::is.promising(x)) return(TRUE)
+  ns <- asNamespace("promises")
+  for (cl in class(x)) {
+    if (!is.null(utils::getS3method("as.promise", cl, optional = TRUE, envir = ns))) return(TRUE)
+  }
+  FALSE
+}
+
+# A mirai that mirai::stop_mirai() cancelled resolves to errorValue 20
+# ("operation canceled"); a timed-out one to 5, which is a failure like any
+# other error.
+MIRAI_CANCELLED <- 20L
+
+is_cancelled_mirai <- function(x) {
+  if (!inherits(x, "mirai")) return(FALSE)
+  data <- x$data
+  inherits(data, "errorValue") && is.integer(data) && identical(data[[1L]], MIRAI_CANCELLED)
 }

@@ -162,8 +162,15 @@ circuit_breaker <- function(...) {
 #'   one: the condition (the request's error, a `circuit_breaker_open`
 #'   condition, or a `circuit_breaker_failed_value` condition).
 #' * `$execute_async(request_func, fallback_func = NULL, immediate_fallback = FALSE)`:
-#'   the same for a `request_func` that returns a promise (or a plain value);
-#'   returns a promise (see [breaker_perform_async()] for `immediate_fallback`).
+#'   the same for a `request_func` that returns a promise, a mirai
+#'   (`mirai::mirai()`), or anything else `promises::as.promise()` accepts (or
+#'   a plain value); returns a promise (see [breaker_perform_async()] for
+#'   `immediate_fallback`). An error inside a mirai, or a mirai that timed
+#'   out (its `.timeout`), is a failure, and counts as slow when it took longer
+#'   than `slow_call_duration`. A mirai stopped with `mirai::stop_mirai()` was
+#'   abandoned: its permit is released (a probe's slot is free at once),
+#'   nothing is counted but `released`, and the promise rejects with mirai's
+#'   error.
 #' * `$on_success()`, `$on_failure()`: record an outcome by hand, as in the
 #'   original R6 class (a success closes an open breaker).
 #' * `$reset()`: back to `CLOSED`, failure count zeroed. `$force_open()`:

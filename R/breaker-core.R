@@ -19,7 +19,7 @@
 # cores. Environments are used because the state is shared and mutable: the
 # view, the registry and the listeners all see the same one.
 
-#' @include checks.R http-outcome.R store-host.R
+#' @include checks.R http-outcome.R store-host.R otel.R
 NULL
 
 # The C++ core's arguments (names from its argument table, fetched once).
@@ -97,6 +97,7 @@ new_breaker_core <- function(args, call) {
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
   segment <- store_location(check_store(args$store, call = call), core$name, call = call)
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
+  otel_attach(core)  # nothing at all unless OpenTelemetry is on (otel.R)
   core
 }
 

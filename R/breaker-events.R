@@ -63,7 +63,7 @@ breaker_off <- function(core, id, call) {
     abort_bad_argument("id", "a listener id returned by `$on()`", id, call = call)
   }
   ids <- vapply(core$listeners, function(l) l$id, integer(1))
-  found <- ids == id
+  found <- ids == id & ids != 0L  # id 0: OpenTelemetry's reporting (otel.R)
   set_listeners(core, core$listeners[!found])
   invisible(any(found))
 }

@@ -3,19 +3,37 @@
 # itself, then the package. Safe to run again: it installs only what is
 # missing, and reinstalls the package only when its sources changed.
 #
+#   bash tools/setup.sh           lane 1: Debian's packages (the oldest we support)
+#   bash tools/setup.sh --lane2   lane 2 as well: the current CRAN releases of the
+#                                 packages we call, built into a kept library
+#                                 (tools/lane2.R), and the package installed
+#                                 against them; prints `lane2-libs: <R_LIBS>`
+#
+# Lane 2's library is $CB_LANE2_LIB, by default
+# /var/cache/circuitbreaker/lane2-R<major.minor>: outside the clone, so that
+# CI on the same machine keeps it between runs and a warm run builds nothing.
+#
 # Dependencies come from Debian's prebuilt r-cran-* packages where the
 # machine has apt (seconds instead of many minutes of compiling on 2 cores);
 # anything still missing is installed from CRAN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lane2=0
+for arg in "$@"; do
+  case "$arg" in
+    --lane2) lane2=1 ;;
+    *) echo "usage: bash tools/setup.sh [--lane2]" >&2; exit 2 ;;
+  esac
+done
 
 # R packages: needed to build (Rcpp, R6, cli, rlang), to test and check
 # (testthat, withr, callr, webfakes, httr, httr2, curl, promises, later,
 # future, jsonlite, httpuv, plumber, shiny, knitr, rmarkdown), to benchmark
 # (bench), to lint (lintr, for tools/lint.sh) and to regenerate Collate
 # (roxygen2, for tools/check-collate.sh).
+# mirai (and nanonext), which Debian does not package, come from CRAN.
 r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl promises later
-            future jsonlite httpuv plumber shiny knitr rmarkdown bench lintr roxygen2)
+            future jsonlite httpuv plumber shiny knitr rmarkdown bench lintr roxygen2 mirai)
 # Other tools: a C++17 compiler and make for the package and the C++ tests,
 # Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
 # promtool (in Debian's prometheus) to validate the metrics endpoint,
@@ -28,6 +46,19 @@ system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libh
 system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
 # libFuzzer target (tests/cpp, `make fuzz`).
+# Lane 2 builds packages from source that link against system libraries:
+# curl (and httr2, otelsdk) against libcurl; plumber2's graphics stack (ragg,
+# svglite, textshaping, systemfonts) against freetype, fontconfig, harfbuzz,
+# fribidi and the image libraries; sodium, xml2 and openssl.
+if [ "$lane2" = 1 ]; then
+  lane2_headers=(curl/curl.h harfbuzz/hb.h fribidi/fribidi.h ft2build.h fontconfig/fontconfig.h png.h
+                 tiffio.h jpeglib.h webp/decode.h sodium.h libxml2/libxml/parser.h openssl/ssl.h)
+  system_packages+=(libcurl4-openssl-dev libharfbuzz-dev libfribidi-dev libfreetype6-dev libfontconfig1-dev
+                    libpng-dev libtiff-dev libjpeg-dev libwebp-dev libsodium-dev libxml2-dev libssl-dev)
+  for h in "${lane2_headers[@]}"; do
+    [ -f "/usr/include/$h" ] || [ -n "$(ls /usr/include/*/"$h" 2>/dev/null)" ] || need_lane2_system=1
+  done
+fi
 if [ "${CB_SETUP_HARDENING:-0}" = 1 ]; then
   system_packages+=(clang-14 libclang-rt-14-dev)
   system_commands+=(clang++-14)
@@ -44,15 +75,20 @@ missing_r_packages() {
 
 missing=$(missing_r_packages "${r_packages[@]}")
 need_system=${need_fuzzer:-0}
+[ "${need_lane2_system:-0}" = 1 ] && need_system=1
 [ -f /usr/include/catch2/catch.hpp ] || need_system=1
 [ -f /usr/include/hiredis/hiredis.h ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
 if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
   debs=("${system_packages[@]}")
-  for p in $missing; do debs+=("r-cran-$(echo "$p" | tr '[:upper:]' '[:lower:]')"); done
-  echo "setup: installing from Debian: ${debs[*]}"
   as_root apt-get update -qq
+  for p in $missing; do
+    deb="r-cran-$(echo "$p" | tr '[:upper:]' '[:lower:]')"
+    # Only what Debian has; the rest comes from CRAN below.
+    if apt-cache show "$deb" >/dev/null 2>&1; then debs+=("$deb"); fi
+  done
+  echo "setup: installing from Debian: ${debs[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
   missing=$(missing_r_packages "${r_packages[@]}")
 fi
@@ -64,17 +100,35 @@ if [ -n "$missing" ]; then
 fi
 
 # The package itself, rebuilt from scratch (headers are not tracked by R's
-# make) whenever its sources differ from the installed copy.
-hash=$(cat DESCRIPTION NAMESPACE configure $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
-installed=$(Rscript --vanilla -e 'f <- system.file("source-hash", package = "circuitbreaker"); if (nzchar(f)) cat(readLines(f))' 2>/dev/null || true)
-if [ "$hash" != "$installed" ]; then
-  echo "setup: installing circuitbreaker from source"
-  R CMD INSTALL --preclean . >/tmp/circuitbreaker-install.log 2>&1 || {
+# make) whenever its sources differ from the installed copy: into R's default
+# library (lane 1), or into lane 2's own package library.
+install_package() {  # install_package <library or ""> <R_LIBS for the build>
+  local lib=$1 libs=$2 hash installed target
+  hash=$(cat DESCRIPTION NAMESPACE configure $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
+  installed=$(R_LIBS="$libs" Rscript --vanilla -e 'f <- system.file("source-hash", package = "circuitbreaker"); if (nzchar(f)) cat(readLines(f))' 2>/dev/null || true)
+  [ "$hash" = "$installed" ] && return 0
+  echo "setup: installing circuitbreaker from source${lib:+ into $lib}"
+  R_LIBS="$libs" R CMD INSTALL --preclean ${lib:+-l "$lib"} . >/tmp/circuitbreaker-install.log 2>&1 || {
     cat /tmp/circuitbreaker-install.log >&2
     exit 1
   }
-  lib=$(Rscript --vanilla -e 'cat(dirname(system.file(package = "circuitbreaker")))')
-  echo "$hash" > "$lib/circuitbreaker/source-hash"
+  target=$(R_LIBS="$libs" Rscript --vanilla -e 'cat(dirname(system.file(package = "circuitbreaker")))')
+  echo "$hash" > "$target/circuitbreaker/source-hash"
   rm -f src/*.o src/*.so
+}
+install_package "" "${R_LIBS:-}"
+
+if [ "$lane2" = 1 ]; then
+  r_minor=$(Rscript --vanilla -e 'cat(R.version$major, sub("[.].*", "", R.version$minor), sep = ".")')
+  lane2_lib=${CB_LANE2_LIB:-/var/cache/circuitbreaker/lane2-R$r_minor}
+  as_root mkdir -p "$lane2_lib" && as_root chown "$(id -u)" "$lane2_lib" "$(dirname "$lane2_lib")" 2>/dev/null || true
+  # One build at a time per kept library (two CI runs on one machine).
+  exec 9>"$lane2_lib.lock"
+  flock 9
+  Rscript --vanilla tools/lane2.R "$lane2_lib"
+  flock -u 9
+  mkdir -p "$lane2_lib.circuitbreaker"
+  install_package "$lane2_lib.circuitbreaker" "$lane2_lib.circuitbreaker:$lane2_lib"
+  echo "lane2-libs: $lane2_lib.circuitbreaker:$lane2_lib"
 fi
 echo "setup: ready"

@@ -98,3 +98,14 @@ promise_value <- function(p, seconds = 10) {
   if (is.null(state$value)) stop("the promise did not settle within ", seconds, " s")
   state$value[[1]]
 }
+
+# A real mirai daemon pool of `n` local processes for the calling test, reset
+# (the daemons stopped) when it ends.
+local_mirai_daemons <- function(n = 2, env = parent.frame()) {
+  skip_if_not_installed("mirai", "2.7.3")
+  skip_if_not_installed("promises")
+  skip_if_not_installed("later")
+  mirai::daemons(n)
+  withr::defer(mirai::daemons(0), envir = env)
+  invisible(n)
+}

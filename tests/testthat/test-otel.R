@@ -1,0 +1,97 @@
+# OpenTelemetry reporting (R/otel.R), recorded with otelsdk's in-memory
+# providers; and nothing attached when OpenTelemetry is off or absent.
+
+listener_count <- function(cb) length(environment(cb$execute)$core$listeners)
+
+test_that("with OpenTelemetry off or absent, nothing is attached to a breaker", {
+  # Lane 1 has no otel; lane 2 has it, with no exporter configured.
+  if (requireNamespace("otel", quietly = TRUE)) {
+    skip_if(otel::is_tracing_enabled() || otel::is_measuring_enabled(), "OpenTelemetry is on in this session")
+  }
+  cb <- local_breaker(failure_threshold = 1, recovery_timeout = 1e6)
+  expect_identical(listener_count(cb), 0L)
+  cb$execute(fail, fallback)
+  expect_identical(cb$execute(fail, fallback), "fallback")
+  expect_identical(listener_count(cb), 0L)
+})
+
+test_that("calls, state and transitions are reported through otel", {
+  skip_if_not_installed("otel", "0.2.0")
+  skip_if_not_installed("otelsdk", "0.2.4")
+  withr::local_options(circuitbreaker.otel = NULL)
+  recorded <- otelsdk::with_otel_record({
+    cb <- local_breaker(name = "inventory", failure_threshold = 2, recovery_timeout = 1e6)
+    served <- function(request_func) {
+      # A request being served: the breaker's events land on its span.
+      span <- otel::start_local_active_span("GET /stock")
+      cb$execute(request_func, fallback)
+    }
+    served(function() "ok")
+    served(function() "ok")
+    served(fail)
+    served(fail) # trips: CLOSED -> OPEN, on this request's span
+    served(function() "never made")
+    served(function() "never made")
+    cb$configure(ignore = "cb_test_ignored")
+    cb$reset()
+    served(function() stop(structure(class = c("cb_test_ignored", "error", "condition"), list(message = "x"))))
+    NULL
+  })
+
+  spans <- recorded$traces
+  expect_length(spans, 7L)
+  events <- unlist(lapply(spans, function(s) vapply(s$events, function(e) e$name, "")))
+  expect_identical(sum(events == "circuit_breaker.state_change"), 1L)
+  expect_identical(sum(events == "circuit_breaker.rejected"), 2L)
+  tripping <- Filter(function(s) any(vapply(s$events, function(e) e$name == "circuit_breaker.state_change", TRUE)), spans)
+  change <- tripping[[1]]$events[[1]]
+  expect_identical(change$attributes$circuit_breaker.name, "inventory")
+  expect_identical(change$attributes$circuit_breaker.state.from, "CLOSED")
+  expect_identical(change$attributes$circuit_breaker.state.to, "OPEN")
+  rejected <- Filter(function(e) e$name == "circuit_breaker.rejected", unlist(lapply(spans, `[[`, "events"), recursive = FALSE))
+  expect_identical(rejected[[1]]$attributes$circuit_breaker.state, "OPEN")
+  expect_gt(rejected[[1]]$attributes$circuit_breaker.retry_after, 1e5)
+
+  calls <- otel_points(recorded$metrics, "circuit_breaker.calls")
+  by_outcome <- stats::setNames(calls$value, calls$circuit_breaker.outcome)
+  expect_identical(as.list(by_outcome[order(names(by_outcome))]),
+                   list(failure = 2, ignored = 1, rejected = 2, success = 2))
+  expect_true(all(calls$circuit_breaker.name == "inventory"))
+  state <- otel_points(recorded$metrics, "circuit_breaker.state")
+  last <- stats::setNames(state$value, state$circuit_breaker.state)
+  # After the reset: CLOSED is 1, OPEN (which it left) 0.
+  expect_identical(unname(last[c("CLOSED", "OPEN")]), c(1, 0))
+})
+
+test_that("a breaker that reports keeps its listeners apart from $on()/$off()", {
+  skip_if_not_installed("otel", "0.2.0")
+  skip_if_not_installed("otelsdk", "0.2.4")
+  recorded <- otelsdk::with_otel_record({
+    cb <- local_breaker(failure_threshold = 1)
+    heard <- character()
+    id <- cb$on("failure", function() heard <<- c(heard, "failure"))
+    expect_false(cb$off(0))
+    cb$execute(fail, fallback)
+    expect_true(cb$off(id))
+    cb$reset()
+    cb$execute(fail, fallback)
+    heard
+  }, what = "metrics")
+  expect_identical(recorded$value, "failure")
+  calls <- otel_points(recorded$metrics, "circuit_breaker.calls")
+  expect_identical(calls$value[calls$circuit_breaker.outcome == "failure"], 2)
+  expect_identical(unique(calls$circuit_breaker.name), "")
+})
+
+test_that("options(circuitbreaker.otel = FALSE) keeps breakers from reporting", {
+  skip_if_not_installed("otel", "0.2.0")
+  skip_if_not_installed("otelsdk", "0.2.4")
+  withr::local_options(circuitbreaker.otel = FALSE)
+  recorded <- otelsdk::with_otel_record({
+    cb <- local_breaker()
+    cb$execute(function() "ok")
+    listener_count(cb)
+  }, what = "metrics")
+  expect_identical(recorded$value, 0L)
+  expect_null(otel_points(recorded$metrics, "circuit_breaker.calls"))
+})

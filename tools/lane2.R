@@ -1,0 +1,101 @@
+# Builds CI's lane 2: the current CRAN releases of the packages circuitbreaker
+# calls or tests with, in a library kept between runs (tools/setup.sh --lane2
+# runs this). Usage: Rscript --vanilla tools/lane2.R <library>
+#
+# Why a resolver of our own: install.packages() installs what is missing but
+# never upgrades a dependency that is installed and too old (Debian's), and the
+# full recursive tree (about 100 packages, 60 compiled) is too slow to build
+# cold on 2 cores. So the direct packages are always CRAN's current release,
+# and each of their dependencies comes from Debian's library when its version
+# satisfies every requirement in the tree, and from CRAN otherwise. A warm run
+# (everything current) builds nothing. Prints one line per direct package.
+
+args <- commandArgs(TRUE)
+if (length(args) != 1L) stop("usage: Rscript tools/lane2.R <library>")
+lib <- args[[1]]
+dir.create(lib, recursive = TRUE, showWarnings = FALSE)
+lib <- normalizePath(lib)
+.libPaths(c(lib, .libPaths()))
+Sys.setenv(R_LIBS = paste(.libPaths(), collapse = ":"))
+
+# The packages we call directly (Imports and Suggests, and what the tests,
+# vignettes and examples drive), always at CRAN's current release.
+direct <- c(
+  "Rcpp", "R6", "cli", "rlang", "httr", "httr2", "curl", "promises", "later",
+  "httpuv", "plumber", "plumber2", "shiny", "mirai", "nanonext", "otel",
+  "otelsdk", "webfakes", "callr", "processx", "testthat", "withr", "jsonlite"
+)
+
+repos <- c(CRAN = Sys.getenv("CB_CRAN", "https://cloud.r-project.org"))
+# The mirror serves PACKAGES.gz but not PACKAGES.rds: R warns and falls back.
+ap <- suppressWarnings(utils::available.packages(repos = repos))
+missing_direct <- setdiff(direct, rownames(ap))
+if (length(missing_direct)) stop("not on CRAN: ", paste(missing_direct, collapse = ", "))
+
+fields <- c("Depends", "Imports", "LinkingTo")
+tree <- unique(c(direct, unlist(tools::package_dependencies(direct, db = ap, which = fields, recursive = TRUE))))
+base <- rownames(utils::installed.packages(priority = "base"))
+tree <- setdiff(tree, c(base, "R"))
+
+# The version each package in the tree must at least have: the largest ">="
+# requirement any member of the tree states for it (CRAN's current DESCRIPTIONs).
+floor_of <- list()
+for (p in intersect(tree, rownames(ap))) {
+  for (f in fields) {
+    value <- ap[p, f]
+    if (is.na(value)) next
+    for (dep in trimws(strsplit(value, ",")[[1]])) {
+      m <- regmatches(dep, regexec("^([A-Za-z0-9.]+)\\s*\\(\\s*>=?\\s*([0-9.-]+)\\s*\\)", dep))[[1]]
+      if (length(m) != 3L) next
+      old <- floor_of[[m[[2]]]]
+      if (is.null(old) || package_version(m[[3]]) > package_version(old)) floor_of[[m[[2]]]] <- m[[3]]
+    }
+  }
+}
+
+installed_version <- function(p, libs) {
+  for (l in libs) {
+    d <- file.path(l, p, "DESCRIPTION")
+    if (file.exists(d)) return(package_version(read.dcf(d, "Version")[[1]]))
+  }
+  NULL
+}
+
+build <- character()
+for (p in tree) {
+  current <- package_version(ap[p, "Version"])
+  have <- installed_version(p, .libPaths())
+  if (p %in% direct) {
+    if (is.null(have) || have < current) build <- c(build, p)
+  } else if (is.null(have) || (!is.null(floor_of[[p]]) && have < package_version(floor_of[[p]]))) {
+    build <- c(build, p)
+  }
+}
+
+if (length(build)) {
+  cat("lane 2: building from CRAN into", lib, ":", paste(build, collapse = " "), "\n")
+  started <- Sys.time()
+  withCallingHandlers(
+    utils::install.packages(build,
+      lib = lib, repos = repos, dependencies = FALSE,
+      Ncpus = max(1L, parallel::detectCores()), INSTALL_opts = "--no-docs", quiet = TRUE
+    ),
+    warning = function(w) {
+      # The mirror's missing PACKAGES.rds is not a failure; a failed build is,
+      # and is caught below by the version check.
+      if (grepl("PACKAGES.rds|cannot open URL", conditionMessage(w))) invokeRestart("muffleWarning")
+    }
+  )
+  cat(sprintf("lane 2: built %d packages in %.0f s\n", length(build), as.numeric(Sys.time() - started, units = "secs")))
+} else {
+  cat("lane 2: the kept library is current, nothing to build\n")
+}
+
+bad <- character()
+for (p in tree) {
+  have <- installed_version(p, .libPaths())
+  want <- if (p %in% direct) ap[p, "Version"] else floor_of[[p]]
+  if (is.null(have) || (!is.null(want) && have < package_version(want))) bad <- c(bad, p)
+}
+if (length(bad)) stop("lane 2: could not build: ", paste(bad, collapse = ", "))
+for (p in direct) cat(sprintf("lane 2: %-10s %s\n", p, format(installed_version(p, .libPaths()))))
