@@ -49,12 +49,15 @@ system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
 # Lane 2 builds packages from source that link against system libraries:
 # curl (and httr2, otelsdk) against libcurl; plumber2's graphics stack (ragg,
 # svglite, textshaping, systemfonts) against freetype, fontconfig, harfbuzz,
-# fribidi and the image libraries; sodium, xml2 and openssl.
+# fribidi and the image libraries; sodium, xml2 and openssl; otelsdk's bundled
+# opentelemetry-cpp against protobuf (and cmake, which the machine has).
 if [ "$lane2" = 1 ]; then
   lane2_headers=(curl/curl.h harfbuzz/hb.h fribidi/fribidi.h ft2build.h fontconfig/fontconfig.h png.h
-                 tiffio.h jpeglib.h webp/decode.h sodium.h libxml2/libxml/parser.h openssl/ssl.h)
+                 tiffio.h jpeglib.h webp/decode.h sodium.h libxml2/libxml/parser.h openssl/ssl.h
+                 google/protobuf/message.h)
   system_packages+=(libcurl4-openssl-dev libharfbuzz-dev libfribidi-dev libfreetype6-dev libfontconfig1-dev
-                    libpng-dev libtiff-dev libjpeg-dev libwebp-dev libsodium-dev libxml2-dev libssl-dev)
+                    libpng-dev libtiff-dev libjpeg-dev libwebp-dev libsodium-dev libxml2-dev libssl-dev
+                    libprotobuf-dev protobuf-compiler cmake)
   for h in "${lane2_headers[@]}"; do
     [ -f "/usr/include/$h" ] || [ -n "$(ls /usr/include/*/"$h" 2>/dev/null)" ] || need_lane2_system=1
   done
