@@ -106,7 +106,7 @@ if (have_sdk) {
 }
 create <- creation()
 
-summary_of <- function(phase, name) {
+summary_of <- function(results, phase, name) {
   d <- results[results$phase == phase, ]
   base <- d$ns[d$breaker == "baseline"]
   x <- d$ns[d$breaker == name]
@@ -116,8 +116,10 @@ summary_of <- function(phase, name) {
 }
 cat("\nmedian ns per call (bench::mark), ratio to the baseline breaker in the same run\n")
 for (phase in c("closed", "open")) {
-  cat(summary_of(phase, "baseline"), "\n")
-  for (name in intersect(c("control", "off", "on"), unique(results$breaker))) cat(summary_of(phase, name), "\n")
+  cat(summary_of(results, phase, "baseline"), "\n")
+  for (name in intersect(c("control", "off", "on"), unique(results$breaker))) {
+    cat(summary_of(results, phase, name), "\n")
+  }
 }
 cat(sprintf("\ncircuit_breaker(): baseline %.1f us, off %.1f us (ratio %.2f)\n",
             create[["baseline"]], create[["off"]], create[["off"]] / create[["baseline"]]))

@@ -62,15 +62,47 @@ installed_version <- function(p, libs) {
   NULL
 }
 
-build <- character()
-for (p in tree) {
-  current <- package_version(ap[p, "Version"])
-  have <- installed_version(p, .libPaths())
-  if (p %in% direct) {
-    if (is.null(have) || have < current) build <- c(build, p)
-  } else if (is.null(have) || (!is.null(floor_of[[p]]) && have < package_version(floor_of[[p]]))) {
-    build <- c(build, p)
+# Debian's build of a package (r-cran-<name>), when apt knows one: its version.
+debian_version <- function(p) {
+  if (!nzchar(Sys.which("apt-cache"))) return(NULL)
+  out <- suppressWarnings(system2("apt-cache", c("show", "--no-all-versions", paste0("r-cran-", tolower(p))),
+                                  stdout = TRUE, stderr = FALSE))
+  v <- grep("^Version: ", out, value = TRUE)
+  if (!length(v)) return(NULL)
+  v <- sub("[-+~].*$", "", sub("^Version: ([0-9]+:)?", "", v[[1]]))
+  tryCatch(package_version(v), error = function(e) NULL)
+}
+
+needs_build <- function() {
+  out <- character()
+  for (p in tree) {
+    current <- package_version(ap[p, "Version"])
+    have <- installed_version(p, .libPaths())
+    if (p %in% direct) {
+      if (is.null(have) || have < current) out <- c(out, p)
+    } else if (is.null(have) || (!is.null(floor_of[[p]]) && have < package_version(floor_of[[p]]))) {
+      out <- c(out, p)
+    }
   }
+  out
+}
+
+# A dependency Debian has in a version new enough comes from apt, in seconds,
+# instead of being compiled (vroom, readr, tzdb, bit64, ...).
+build <- needs_build()
+from_debian <- character()
+for (p in setdiff(build, direct)) {
+  v <- debian_version(p)
+  if (!is.null(v) && (is.null(floor_of[[p]]) || v >= package_version(floor_of[[p]]))) from_debian <- c(from_debian, p)
+}
+if (length(from_debian)) {
+  debs <- paste0("r-cran-", tolower(from_debian))
+  cat("lane 2: installing from Debian:", paste(debs, collapse = " "), "\n")
+  sudo <- if (identical(Sys.info()[["effective_user"]], "root")) character() else "sudo"
+  cmd <- c(sudo, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends", debs)
+  status <- system2(cmd[[1]], cmd[-1], stdout = FALSE)
+  if (status != 0) cat("lane 2: apt-get failed; building them from CRAN instead\n")
+  build <- needs_build()
 }
 
 install <- function(pkgs) {
@@ -110,6 +142,10 @@ not_loading <- function(pkgs) {
   intersect(trimws(out), pkgs)
 }
 
+# Two packages build at a time (Ncpus), and each with two make jobs: long
+# dependency chains (cpp11 -> systemfonts -> textshaping -> ragg) build one
+# package at a time otherwise.
+if (!nzchar(Sys.getenv("MAKEFLAGS"))) Sys.setenv(MAKEFLAGS = paste0("-j", max(1L, parallel::detectCores())))
 started <- Sys.time()
 built <- character()
 for (round in 1:3) {

@@ -73,7 +73,9 @@ test_that("any object with an as.promise() method is awaited", {
       later::later(function() if (is.null(x$error)) resolve(x$value) else reject(simpleError(x$error)), 0.01)
     })
   }, envir = asNamespace("promises"))
-  deferred <- function(value = NULL, error = NULL) structure(list(value = value, error = error), class = "cb_test_deferred")
+  deferred <- function(value = NULL, error = NULL) {
+    structure(list(value = value, error = error), class = "cb_test_deferred")
+  }
 
   cb <- local_breaker(failure_threshold = 2)
   expect_identical(promise_value(cb$execute_async(function() deferred(value = "ok"))), "ok")

@@ -43,12 +43,12 @@ test_that("calls, state and transitions are reported through otel", {
   events <- unlist(lapply(spans, function(s) vapply(s$events, function(e) e$name, "")))
   expect_identical(sum(events == "circuit_breaker.state_change"), 1L)
   expect_identical(sum(events == "circuit_breaker.rejected"), 2L)
-  tripping <- Filter(function(s) any(vapply(s$events, function(e) e$name == "circuit_breaker.state_change", TRUE)), spans)
-  change <- tripping[[1]]$events[[1]]
+  all_events <- unlist(lapply(spans, `[[`, "events"), recursive = FALSE)
+  change <- Filter(function(e) e$name == "circuit_breaker.state_change", all_events)[[1]]
   expect_identical(change$attributes$circuit_breaker.name, "inventory")
   expect_identical(change$attributes$circuit_breaker.state.from, "CLOSED")
   expect_identical(change$attributes$circuit_breaker.state.to, "OPEN")
-  rejected <- Filter(function(e) e$name == "circuit_breaker.rejected", unlist(lapply(spans, `[[`, "events"), recursive = FALSE))
+  rejected <- Filter(function(e) e$name == "circuit_breaker.rejected", all_events)
   expect_identical(rejected[[1]]$attributes$circuit_breaker.state, "OPEN")
   expect_gt(rejected[[1]]$attributes$circuit_breaker.retry_after, 1e5)
 
