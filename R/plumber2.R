@@ -60,6 +60,14 @@
 #' (a `tryCatch()` or a fallback) are not affected. Handlers added once the
 #' API is running are not wrapped.
 #'
+#' In an annotated route file, call `api_circuit_breakers()` from the
+#' `@plumber` block. plumber2 (0.2.0) runs such a file's top-level code twice
+#' while it reads it (the second time when roxygen2 parses the annotations),
+#' and a second `circuit_breaker(name = "x")` replaces the registered breaker
+#' `"x"`: create named breakers there with
+#' `breaker_get("x")`, and `circuit_breaker(name = "x", ...)` only when that is
+#' `NULL`, or the status routes report a breaker the handlers do not call.
+#'
 #' A breaker lives in its R process: guard calls in the API's own process,
 #' with `$execute()`, or with a handler that returns a promise
 #' ([breaker_perform_async()], [breaker_fetch_async()], `$execute_async()`

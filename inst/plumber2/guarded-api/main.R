@@ -42,8 +42,17 @@ recovery_timeout <- as.numeric(Sys.getenv("RECOVERY_TIMEOUT", "30"))
 # Named, so that it is registered and reported by /circuit-breakers. Three
 # consecutive failures open it; a call may take 2 seconds. Every route shares
 # it: they call the same downstream.
-quotes <- circuit_breaker(name = "quotes", failure_threshold = 3,
-                          recovery_timeout = recovery_timeout, timeout = 2)
+#
+# plumber2 runs this file's top-level code twice while it reads it (once for
+# the handlers' environment, once more when roxygen2 parses the
+# annotations), so the breaker is looked up by name before it is created: a
+# second circuit_breaker(name = "quotes") would replace the registered one,
+# and /circuit-breakers would report a breaker the handlers never call.
+quotes <- breaker_get("quotes")
+if (is.null(quotes)) {
+  quotes <- circuit_breaker(name = "quotes", failure_threshold = 3,
+                            recovery_timeout = recovery_timeout, timeout = 2)
+}
 
 quote_request <- httr2::request(downstream_url)
 
