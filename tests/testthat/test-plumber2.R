@@ -80,6 +80,7 @@ test_that("rejected calls answer 503 with Retry-After; other errors keep plumber
       }) |>
       plumber2::api_get("/held/text", function() held$execute(function() "not called"),
                         serializers = plumber2::get_serializers("text")) |>
+      plumber2::api_get_header("/held/header", function() held$execute(function() "not called")) |>
       plumber2::api_post("/probing/trip", function() {
         probing$execute(function() stop("down"), function() NULL)
         probing$state
@@ -102,8 +103,9 @@ test_that("rejected calls answer 503 with Retry-After; other errors keep plumber
   expect_identical(res$body, paste0('{"error":"503 - Service Unavailable","breaker":"held",',
                                     '"state":"FORCED_OPEN","retry_after":null}'))
   # The same from a rejected promise, from a handler whose serializer is not
-  # JSON, and for a rejection wrapped in another error (as its `parent`).
-  for (path in c("/held/promise", "/held/text", "/wrapped")) {
+  # JSON, for a rejection wrapped in another error (as its `parent`), and
+  # from a header handler (run before the body is read).
+  for (path in c("/held/promise", "/held/text", "/wrapped", "/held/header")) {
     res <- http_call(api$url(path))
     expect_equal(res$status, 503L, label = path)
     expect_equal(res$json, rejected_body, label = path)
@@ -146,7 +148,7 @@ test_that("rejected calls answer 503 with Retry-After; other errors keep plumber
   expect_setequal(names(held), names(circuitbreaker:::web_status(circuit_breaker()$metrics())))
   expect_equal(held$state, "FORCED_OPEN")
   expect_null(held$seconds_until_probe)
-  expect_equal(held$rejected, 5)
+  expect_equal(held$rejected, 6)
   expect_equal(breaker_status(res, "probing")$state, "CLOSED")
 
   # Control routes: a name with a `/`, percent-encoded.
