@@ -69,23 +69,13 @@ pr_circuit_breakers <- function(pr, path = "/circuit-breakers", authorize = NULL
   if (!inherits(pr, "Plumber")) {
     abort_bad_argument("pr", "a plumber router (from `plumber::pr()` or `plumber::plumb()`)", pr, call = call)
   }
-  if (!is.character(path) || length(path) != 1L || is.na(path) ||
-      !grepl("^(/[A-Za-z0-9._~-]+)+$", path)) {
-    must <- paste("a URL path such as \"/circuit-breakers\"",
-                  "(segments of letters, digits, `.`, `_`, `~` and `-`; no trailing `/`)")
-    abort_bad_argument("path", must,
-                       path, call = call)
-  }
-  if (!is.null(authorize) && !is.function(authorize)) {
-    abort_bad_argument("authorize", "`NULL` or a function of the request returning `TRUE` or `FALSE`",
-                       authorize, call = call)
-  }
+  web_check_path(path, call = call)
+  web_check_authorize(authorize, call = call)
   json <- pr_cb_json_serializer()
 
   plumber::pr_get(pr, path, function(req, res) {
     res$setHeader("Cache-Control", "no-store")
-    df <- breaker_list()
-    lapply(seq_len(nrow(df)), function(i) pr_cb_status(as.list(df[i, , drop = FALSE])))
+    web_statuses()
   }, serializer = json)
 
   plumber::pr_get(pr, paste0(path, "/metrics"), function(req, res) {
@@ -98,14 +88,9 @@ pr_circuit_breakers <- function(pr, path = "/circuit-breakers", authorize = NULL
   })
 
   if (!is.null(authorize)) {
-    actions <- list(
-      reset = function(b) b$reset(),
-      `force-open` = function(b) b$force_open(),
-      disable = function(b) b$disable()
-    )
-    for (action in names(actions)) {
+    for (action in names(web_control_actions)) {
       plumber::pr_post(pr, paste0(path, "/<name>/", action),
-                       pr_cb_control_handler(actions[[action]], authorize), serializer = json)
+                       pr_cb_control_handler(action, authorize), serializer = json)
     }
   }
   invisible(pr)
@@ -157,22 +142,16 @@ breaker_error_handler <- function(otherwise = NULL) {
   }
   json <- pr_cb_json_serializer()
   function(req, res, err) {
-    open <- pr_cb_find_open(err)
+    open <- web_find_open(err)
     if (is.null(open)) {
       if (!is.null(otherwise)) return(otherwise(req, res, err))
       return(pr_cb_default_error(req, res, err))
     }
-    retry_after <- open$retry_after
-    known <- is.numeric(retry_after) && length(retry_after) == 1L && is.finite(retry_after)
-    res$status <- 503L
+    answer <- web_rejection(open)
+    res$status <- answer$status
     res$serializer <- json
-    if (known) res$setHeader("Retry-After", format(max(1, ceiling(retry_after)), scientific = FALSE))
-    body <- list(
-      error = "503 - Service Unavailable",
-      breaker = if (is.character(open$breaker) && length(open$breaker) == 1L) open$breaker else NA_character_,
-      state = if (is.character(open$state) && length(open$state) == 1L) open$state else NA_character_,
-      retry_after = if (known) round(retry_after, 3) else NA_real_
-    )
+    if (!is.null(answer$retry_after)) res$setHeader("Retry-After", answer$retry_after)
+    body <- answer$body
     if (pr_cb_debug(req)) body$message <- conditionMessage(open)
     body
   }
@@ -183,60 +162,17 @@ pr_cb_json_serializer <- function() {
   plumber::serializer_unboxed_json(na = "null", digits = NA)
 }
 
-# The fields of a breaker's metrics that the status endpoints show.
-pr_cb_status_fields <- c(
-  "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
-  "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
-  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe",
-  "mode", "sync_lag", "last_sync"
-)
-
-pr_cb_status <- function(m) {
-  out <- m[intersect(pr_cb_status_fields, names(m))]
-  lapply(out, function(x) {
-    x <- x[[1]]
-    if (inherits(x, "POSIXct")) return(if (is.na(x)) NA_character_ else format(x, "%Y-%m-%dT%H:%M:%OS3Z", tz = "UTC"))
-    if (is.numeric(x) && !is.finite(x)) NA_real_ else x
-  })
-}
-
-pr_cb_control_handler <- function(act, authorize) {
-  force(act)
+pr_cb_control_handler <- function(action, authorize) {
+  force(action)
   force(authorize)
   function(req, res) {
-    if (!isTRUE(authorize(req))) {
-      res$status <- 403L
-      return(list(error = "403 - Forbidden"))
-    }
-    name <- pr_cb_path_name(req$argsPath$name)
-    breaker <- if (!is.null(name)) breaker_get(name)
-    if (is.null(breaker)) {
-      res$status <- 404L
-      return(list(error = "404 - Circuit breaker not found", breaker = name %||% NA_character_))
-    }
-    act(breaker)
-    res$setHeader("Cache-Control", "no-store")
-    pr_cb_status(breaker$metrics())
+    # The breaker is looked up only for an authorized caller: a refusal says
+    # nothing about which breakers exist.
+    answer <- web_control(action, req$argsPath$name, authorized = authorize(req))
+    res$status <- answer$status
+    if (answer$no_store) res$setHeader("Cache-Control", "no-store")
+    answer$body
   }
-}
-
-# The breaker name from the path, percent-decoded, or NULL when it cannot be
-# a name.
-pr_cb_path_name <- function(x) {
-  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) return(NULL)
-  x <- utils::URLdecode(x)
-  if (!validUTF8(x) || !nzchar(x)) return(NULL)
-  x
-}
-
-# A circuit_breaker_open condition: `err` itself or one of its parents.
-pr_cb_find_open <- function(err) {
-  for (i in 1:20) {
-    if (inherits(err, "circuit_breaker_open")) return(err)
-    err <- if (inherits(err, "condition")) err[["parent"]] else NULL
-    if (is.null(err)) return(NULL)
-  }
-  NULL
 }
 
 pr_cb_debug <- function(req) {

@@ -115,6 +115,11 @@ bad_input_specs <- list(
   ),
   breaker_error_handler = list(group = "plumber_shiny", args = function() list(otherwise = NULL),
                                valid = list(otherwise = is_fn_or_null)),
+  api_circuit_breakers = list(
+    group = "plumber2",
+    args = function() list(api = suppressMessages(plumber2::api()), path = "/cb", authorize = NULL),
+    valid = list(api = nothing, path = function(x) is_string(x) && startsWith(x, "/"), authorize = is_fn_or_null)
+  ),
   breaker_store_host = list(group = "store", args = list, call_valid = TRUE,
                             valid = list(path = null_or(function(x) is_string(x) && dir.exists(x)))),
   breaker_store_unlink = list(group = "store",

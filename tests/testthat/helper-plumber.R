@@ -36,19 +36,36 @@ set_downstream_mode <- function(downstream, mode) {
 # `env` ends.
 local_plumber_api <- function(api, envvars = character(), wait = 20, env = parent.frame()) {
   skip_if_not_installed("plumber")
+  serve <- function(api, port) {
+    pr <- if (is.function(api)) api() else plumber::plumb_api("circuitbreaker", api)
+    list(run = function() pr$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE))
+  }
+  local_background_api(serve, api, "plumber", envvars, wait, env)
+}
+
+# The process behind local_plumber_api() and local_plumber2_api()
+# (helper-plumber2.R): `serve(api, port)` runs in a background R process and
+# builds the API (so it must be self-contained, like `api`), returning a list whose `run()` serves it (blocking). Once
+# built, the port is written to a file; then GET /ping is polled until it
+# answers 200 (at most `wait` seconds in all).
+local_background_api <- function(serve, api, framework, envvars = character(), wait = 20,
+                                 env = parent.frame()) {
   skip_if_not_installed("callr")
+  # Sent to the process as it is, not with the caller's frame (callr does
+  # the same for the function it runs).
+  environment(serve) <- globalenv()
   port_file <- tempfile("port")
-  log_file <- tempfile("plumber", fileext = ".log")
+  log_file <- tempfile(framework, fileext = ".log")
   proc <- callr::r_bg(
-    function(api, port, port_file) {
-      pr <- if (is.function(api)) api() else plumber::plumb_api("circuitbreaker", api)
+    function(serve, api, port, port_file) {
+      server <- serve(api, port)
       writeLines(as.character(port), paste0(port_file, ".tmp"))
       file.rename(paste0(port_file, ".tmp"), port_file)
       # Never outlive a test run, even if the test process dies.
       later::later(function() quit(save = "no", status = 0), 120)
-      pr$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
+      server$run()
     },
-    args = list(api = api, port = free_port(), port_file = port_file),
+    args = list(serve = serve, api = api, port = free_port(), port_file = port_file),
     env = c(callr::rcmd_safe_env(), envvars),
     stdout = log_file, stderr = "2>&1"
   )
@@ -64,8 +81,8 @@ local_plumber_api <- function(api, envvars = character(), wait = 20, env = paren
     if (file.exists(port_file)) port <- as.integer(readLines(port_file, warn = FALSE)[[1]])
     else Sys.sleep(0.05)
   }
-  what <- if (is.character(api)) api else "router"
-  if (is.null(port)) stop("The plumber API ", what, " did not start:\n", log_text())
+  what <- paste("The", framework, "API", if (is.character(api)) api else "router")
+  if (is.null(port)) stop(what, " did not start:\n", log_text())
   base <- paste0("http://127.0.0.1:", port)
   up <- FALSE
   while (!up && Sys.time() < deadline && proc$is_alive()) {
@@ -74,9 +91,9 @@ local_plumber_api <- function(api, envvars = character(), wait = 20, env = paren
     if (!up) Sys.sleep(0.1)
   }
   if (!up) {
-    stop("The plumber API ", what, " does not answer on ", base, ":\n", log_text())
+    stop(what, " does not answer on ", base, ":\n", log_text())
   }
-  list(url = function(path = "/") paste0(base, path), process = proc)
+  list(url = function(path = "/") paste0(base, path), process = proc, log = log_text)
 }
 
 # One HTTP request with curl; returns status, headers (a named list, names in

@@ -107,3 +107,8 @@ test_that("the plumber and Shiny helpers reject bad input", {
   skip_if_not_installed("shiny")
   walk_exported("plumber_shiny")
 })
+
+test_that("the plumber2 helper rejects bad input", {
+  skip_without_plumber2()
+  walk_exported("plumber2")
+})

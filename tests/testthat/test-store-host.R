@@ -344,7 +344,7 @@ test_that("print(), breaker_list(), Prometheus and the status fields say a break
   prom <- breaker_prometheus(list(cb, local))
   expect_match(prom, 'circuitbreaker_info{breaker="shown",store="host"} 1', fixed = TRUE)
   expect_match(prom, 'circuitbreaker_info{breaker="shown-local",store="process"} 1', fixed = TRUE)
-  expect_identical(circuitbreaker:::pr_cb_status(cb$metrics())$store, "host")
+  expect_identical(circuitbreaker:::web_status(cb$metrics())$store, "host")
 })
 
 test_that("breaker_for() and circuitbreaker.defaults take a store", {

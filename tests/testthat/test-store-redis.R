@@ -384,7 +384,7 @@ test_that("print(), breaker_list(), Prometheus and the status route show a fleet
   expect_match(prom, 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 0', fixed = TRUE)
   expect_match(prom, 'circuitbreaker_fleet_sync_lag_seconds{breaker="shown"} ', fixed = TRUE)
   expect_false(grepl('circuitbreaker_fleet_mode{breaker="shown-local"', prom, fixed = TRUE))
-  status <- circuitbreaker:::pr_cb_status(cb$metrics())
+  status <- circuitbreaker:::web_status(cb$metrics())
   expect_identical(status$store, "redis")
   expect_identical(status$mode, "fleet")
   expect_match(status$last_sync, "^\\d{4}-\\d{2}-\\d{2}T")
