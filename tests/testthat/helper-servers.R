@@ -109,3 +109,32 @@ local_mirai_daemons <- function(n = 2, env = parent.frame()) {
   withr::defer(mirai::daemons(0), envir = env)
   invisible(n)
 }
+
+# otelsdk::with_otel_record() (in-memory tracer and meter providers) whose
+# metrics are flushed before they are read: the in-memory reader otherwise
+# exports only every 60 s.
+otel_record <- function(expr, what = c("traces", "metrics")) {
+  otelsdk::with_otel_record({
+    value <- expr
+    if ("metrics" %in% what) otel::get_default_meter_provider()$flush()
+    value
+  }, what = what)
+}
+
+# The data points of instrument `name` in the last export that has it, as a
+# data frame (one column per attribute, and `value`), or NULL.
+otel_points <- function(metrics, name) {
+  found <- NULL
+  for (resource in metrics) {
+    for (scope in resource$scope_metric_data) {
+      for (metric in scope$metric_data) {
+        if (identical(metric$instrument_name, name)) found <- metric
+      }
+    }
+  }
+  if (is.null(found)) return(NULL)
+  rows <- lapply(found$point_data_attr, function(p) {
+    data.frame(c(unclass(p$attributes), list(value = as.numeric(p$value$value))), check.names = FALSE)
+  })
+  do.call(rbind, rows)
+}
