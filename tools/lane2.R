@@ -99,7 +99,8 @@ if (length(from_debian)) {
   debs <- paste0("r-cran-", tolower(from_debian))
   cat("lane 2: installing from Debian:", paste(debs, collapse = " "), "\n")
   sudo <- if (identical(Sys.info()[["effective_user"]], "root")) character() else "sudo"
-  cmd <- c(sudo, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends", debs)
+  cmd <- c(sudo, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq",
+           "--no-install-recommends", debs)
   status <- system2(cmd[[1]], cmd[-1], stdout = FALSE)
   if (status != 0) cat("lane 2: apt-get failed; building them from CRAN instead\n")
   build <- needs_build()
