@@ -86,25 +86,112 @@ breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), 
   }, fallback, immediate_fallback = immediate_fallback)
 }
 
-# curl::curl_fetch_multi() as a promise, polled from the later event loop.
+# curl::curl_fetch_multi() as a promise, driven from the later event loop by
+# the pool's poller (watch_pool()).
 curl_fetch_promise <- function(url, handle, pool) {
   promises::promise(function(resolve, reject) {
-    settled <- FALSE
     curl::curl_fetch_multi(url,
-      done = function(res) {
-        settled <<- TRUE
-        resolve(res)
-      },
-      fail = function(msg) {
-        settled <<- TRUE
-        reject(simpleError(msg))
-      },
+      done = function(res) resolve(res),
+      fail = function(msg) reject(simpleError(msg)),
       handle = handle, pool = pool
     )
-    poll <- function() {
-      curl::multi_run(timeout = 0, poll = TRUE, pool = pool)
-      if (!settled) later::later(poll, 0.005)
-    }
-    poll()
+    watch_pool(pool)
   })
+}
+
+# One poller per curl pool and event loop with transfers in flight, however
+# many they are; it stops when the pool has none left (cancelled transfers
+# included).
+#
+# With later 1.4.0 or later, the poller waits with later::later_fd() on the
+# pool's sockets (curl::multi_fdset()) until one is ready or curl's next
+# timeout is due: a request in flight costs nothing while its downstream is
+# silent. Older later has no later_fd(): then one tick per event loop every
+# 5 ms runs every watched pool, so that the event loop's wake-ups do not grow
+# with the requests in flight. (Each request used to run its own 5 ms loop: a
+# plumber process with 8 calls hanging spent about a quarter of a core on
+# them, bench/RESULTS.md section 10.)
+async_pollers <- new.env(parent = emptyenv())
+async_pollers$pools <- list()      # "<loop id>:<pool address>" -> list(pool, last run)
+async_pollers$ticking <- character()  # the loops whose tick is scheduled
+
+POLL_INTERVAL <- 0.005  # the tick without later_fd(), seconds
+POLL_MAX_WAIT <- 1      # longest wait on the sockets with later_fd(), seconds
+
+watch_pool <- function(pool) {
+  loop <- as.character(later::current_loop()$id)
+  key <- paste0(loop, ":", rlang::obj_address(pool))
+  known <- async_pollers$pools[[key]]
+  # A poller that has not run for a while was lost (its loop was not run, or
+  # an error ended it): another one starts. Two at once only poll twice.
+  if (!is.null(known) && now_seconds() - known$last < 2 * POLL_MAX_WAIT + 1) return(invisible())
+  async_pollers$pools[[key]] <- list(pool = pool, last = now_seconds())
+  if (has_later_fd()) {
+    poll_pool_fd(pool, key)
+  } else {
+    run_pool(pool, key)
+    if (!loop %in% async_pollers$ticking) {
+      async_pollers$ticking <- c(async_pollers$ticking, loop)
+      later::later(function() poll_tick(loop), POLL_INTERVAL)
+    }
+  }
+  invisible()
+}
+
+now_seconds <- function() as.numeric(Sys.time())
+
+has_later_fd <- function() {
+  if (is.null(async_pollers$later_fd)) {
+    ns <- asNamespace("later")
+    async_pollers$later_fd <- if (exists("later_fd", envir = ns, inherits = FALSE)) get("later_fd", envir = ns) else FALSE
+  }
+  is.function(async_pollers$later_fd)
+}
+
+# Runs a pool's transfers once (the callbacks of those that finished); TRUE
+# while some are still in flight. A pool without any is forgotten; so is one
+# whose run fails (a callback's error), which then propagates.
+run_pool <- function(pool, key) {
+  pending <- withCallingHandlers(
+    curl::multi_run(timeout = 0, pool = pool)$pending,
+    error = function(e) async_pollers$pools[[key]] <- NULL
+  )
+  if (pending > 0L) {
+    if (!is.null(async_pollers$pools[[key]])) async_pollers$pools[[key]]$last <- now_seconds()
+    return(TRUE)
+  }
+  async_pollers$pools[[key]] <- NULL
+  FALSE
+}
+
+poll_pool_fd <- function(pool, key) {
+  if (!run_pool(pool, key)) return(invisible())
+  fds <- curl::multi_fdset(pool = pool)
+  # multi_fdset()'s timeout is in milliseconds, -1 when curl has none.
+  wait <- if (fds$timeout < 0) POLL_MAX_WAIT else min(fds$timeout / 1000, POLL_MAX_WAIT)
+  if (!length(fds$reads) && !length(fds$writes) && !length(fds$exceptions)) {
+    # Nothing to wait on (a name being resolved, say): poll.
+    wait <- min(wait, POLL_INTERVAL)
+  }
+  async_pollers$later_fd(function(ready) poll_pool_fd(pool, key),
+                         readfds = fds$reads, writefds = fds$writes, exceptfds = fds$exceptions,
+                         timeout = wait)
+  invisible()
+}
+
+# The tick of one event loop (later < 1.4.0): runs the loop's pools, and
+# comes again while some have transfers in flight.
+poll_tick <- function(loop) {
+  prefix <- paste0(loop, ":")
+  on.exit({
+    if (any(startsWith(names(async_pollers$pools), prefix))) {
+      later::later(function() poll_tick(loop), POLL_INTERVAL)
+    } else {
+      async_pollers$ticking <- setdiff(async_pollers$ticking, loop)
+    }
+  })
+  for (key in names(async_pollers$pools)) {
+    entry <- async_pollers$pools[[key]]
+    if (startsWith(key, prefix) && !is.null(entry)) run_pool(entry$pool, key)
+  }
 }

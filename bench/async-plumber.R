@@ -242,26 +242,45 @@ if (length(servers) == 2L) {
               range_text(ga$rps / a$rps, 1, 100)))
 }
 
-# Rprof of each server while it serves one endpoint.
+# Rprof of each server while it serves one endpoint: the top entries, and
+# per request, the functions whose (total) time exceeds /trivial's the most.
 profile <- function(server, endpoint, seconds) {
   file <- tempfile(paste0("async-plumber-", server$label, "-", endpoint, "-"), fileext = ".Rprof")
   get_json(sprintf("%s/control/profile?action=start&file=%s", server$base, utils::URLencode(file, reserved = TRUE)))
   r <- drive(paste0(server$base, "/", endpoint), seconds, opt$concurrency)
   get_json(paste0(server$base, "/control/profile?action=stop"))
-  s <- utils::summaryRprof(file, lines = "hide")
-  cat(sprintf("\nRprof: %s, /%s: %d requests, %.2f s sampled (%.3f ms per request); %s\n", server$label, endpoint,
-              r$done, s$sampling.time, 1000 * s$sampling.time / max(1L, r$done), file))
-  cat("  by self (top 10):\n")
-  top <- utils::head(s$by.self, 10)
+  s <- utils::summaryRprof(file)
+  per_request <- 1000 * s$sampling.time / max(1L, r$done)
+  cat(sprintf("\nRprof: %s, /%s: %d requests, %.2f s sampled, %.3f ms of R per request; %s\n", server$label,
+              endpoint, r$done, s$sampling.time, per_request, file))
+  cat("  by self (top 8):\n")
+  top <- utils::head(s$by.self, 8)
   for (i in seq_len(nrow(top))) cat(sprintf("    %5.1f%%  %s\n", top$self.pct[[i]], rownames(top)[[i]]))
-  cat("  by total (top 25):\n")
-  top <- utils::head(s$by.total, 25)
-  for (i in seq_len(nrow(top))) cat(sprintf("    %5.1f%%  %s\n", top$total.pct[[i]], rownames(top)[[i]]))
-  invisible(s)
+  list(requests = r$done,
+       total_us = stats::setNames(1e6 * s$by.total$total.time / max(1L, r$done), rownames(s$by.total)),
+       self_us = stats::setNames(1e6 * s$by.self$self.time / max(1L, r$done), rownames(s$by.self)))
+}
+profile_diff <- function(p, base, label, what = "total_us", n = 15) {
+  keys <- union(names(p[[what]]), names(base[[what]]))
+  a <- p[[what]][keys]
+  b <- base[[what]][keys]
+  a[is.na(a)] <- 0
+  b[is.na(b)] <- 0
+  d <- sort(a - b, decreasing = TRUE)
+  cat(sprintf("  %s, us per request (%s): most above /trivial's\n", label, sub("_us", "", what)))
+  for (k in utils::head(names(d), n)) {
+    cat(sprintf("    %+8.1f  (%7.1f against %7.1f)  %s\n", d[[k]], a[[k]], b[[k]], k))
+  }
 }
 if (opt[["profile-seconds"]] > 0) {
   for (server in servers) {
-    for (ep in c("trivial", "guarded-async", "promise")) profile(server, ep, opt[["profile-seconds"]])
+    profiles <- lapply(stats::setNames(nm = c("trivial", "guarded-async", "promise")),
+                       function(ep) profile(server, ep, opt[["profile-seconds"]]))
+    cat("\n")
+    for (ep in c("guarded-async", "promise")) {
+      profile_diff(profiles[[ep]], profiles$trivial, paste0(server$label, " /", ep), "self_us", 10)
+      profile_diff(profiles[[ep]], profiles$trivial, paste0(server$label, " /", ep), "total_us", 25)
+    }
   }
 }
 cat("\nload average at the end: ", load_average(), "\n", sep = "")
