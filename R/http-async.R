@@ -106,34 +106,37 @@ curl_fetch_promise <- function(url, handle, pool) {
 # With later 1.4.0 or later, the poller waits with later::later_fd() on the
 # pool's sockets (curl::multi_fdset()) until one is ready or curl's next
 # timeout is due: a request in flight costs nothing while its downstream is
-# silent. Older later has no later_fd(): then one tick per event loop every
-# 5 ms runs every watched pool, so that the event loop's wake-ups do not grow
-# with the requests in flight. (Each request used to run its own 5 ms loop: a
-# plumber process with 8 calls hanging spent about a quarter of a core on
-# them, bench/RESULTS.md section 10.)
+# silent. Older later has no later_fd(): then one tick per event loop runs
+# every watched pool, every 5 ms while a pool is young (it started, or one of
+# its transfers finished, less than 50 ms ago), then less often, at a tenth
+# of the time since, up to every 50 ms: an answer is noticed at most about
+# 10% late (and at most 5 ms late within its first 50 ms). Each wake-up of
+# later costs the process about half a millisecond of CPU: each request used
+# to run its own 5 ms loop, and a plumber process with 8 calls hanging spent
+# about a third of a core on them (bench/RESULTS.md, section 10).
 async_pollers <- new.env(parent = emptyenv())
-async_pollers$pools <- list()      # "<loop id>:<pool address>" -> list(pool, last run)
-async_pollers$ticking <- character()  # the loops whose tick is scheduled
+# "<loop id>:<pool address>" -> list(pool, since: its start or last finished
+# transfer, cancel: its wait on the sockets)
+async_pollers$pools <- list()
+async_pollers$ticks <- list()      # loop id -> list(cancel, due): its next tick
 
-POLL_INTERVAL <- 0.005  # the tick without later_fd(), seconds
-POLL_MAX_WAIT <- 1      # longest wait on the sockets with later_fd(), seconds
+POLL_INTERVAL <- 0.005      # the tick without later_fd(): shortest, seconds
+POLL_INTERVAL_MAX <- 0.05   # and longest
+POLL_MAX_WAIT <- 1          # longest wait on the sockets with later_fd(), seconds
 
 watch_pool <- function(pool) {
   loop <- as.character(later::current_loop()$id)
   key <- paste0(loop, ":", rlang::obj_address(pool))
-  known <- async_pollers$pools[[key]]
-  # A poller that has not run for a while was lost (its loop was not run, or
-  # an error ended it): another one starts. Two at once only poll twice.
-  if (!is.null(known) && now_seconds() - known$last < 2 * POLL_MAX_WAIT + 1) return(invisible())
-  async_pollers$pools[[key]] <- list(pool = pool, last = now_seconds())
+  entry <- async_pollers$pools[[key]] %||% list(pool = pool)
+  entry$since <- now_seconds()
+  async_pollers$pools[[key]] <- entry
   if (has_later_fd()) {
+    # A pool already watched waits on the sockets of its other transfers:
+    # the wait starts again with this one's.
+    if (is.function(entry$cancel)) entry$cancel()
     poll_pool_fd(pool, key)
-  } else {
-    run_pool(pool, key)
-    if (!loop %in% async_pollers$ticking) {
-      async_pollers$ticking <- c(async_pollers$ticking, loop)
-      later::later(function() poll_tick(loop), POLL_INTERVAL)
-    }
+  } else if (run_pool(pool, key)) {
+    schedule_tick(loop, POLL_INTERVAL)
   }
   invisible()
 }
@@ -152,12 +155,14 @@ has_later_fd <- function() {
 # while some are still in flight. A pool without any is forgotten; so is one
 # whose run fails (a callback's error), which then propagates.
 run_pool <- function(pool, key) {
-  pending <- withCallingHandlers(
-    curl::multi_run(timeout = 0, pool = pool)$pending,
+  status <- withCallingHandlers(
+    curl::multi_run(timeout = 0, pool = pool),
     error = function(e) async_pollers$pools[[key]] <- NULL
   )
-  if (pending > 0L) {
-    if (!is.null(async_pollers$pools[[key]])) async_pollers$pools[[key]]$last <- now_seconds()
+  if (status$pending > 0L) {
+    if (status$success + status$error > 0L && !is.null(async_pollers$pools[[key]])) {
+      async_pollers$pools[[key]]$since <- now_seconds()
+    }
     return(TRUE)
   }
   async_pollers$pools[[key]] <- NULL
@@ -173,25 +178,43 @@ poll_pool_fd <- function(pool, key) {
     # Nothing to wait on (a name being resolved, say): poll.
     wait <- min(wait, POLL_INTERVAL)
   }
-  async_pollers$later_fd(function(ready) poll_pool_fd(pool, key),
-                         readfds = fds$reads, writefds = fds$writes, exceptfds = fds$exceptions,
-                         timeout = wait)
+  cancel <- async_pollers$later_fd(function(ready) poll_pool_fd(pool, key),
+                                   readfds = fds$reads, writefds = fds$writes, exceptfds = fds$exceptions,
+                                   timeout = wait)
+  if (!is.null(async_pollers$pools[[key]])) async_pollers$pools[[key]]$cancel <- cancel
   invisible()
 }
 
 # The tick of one event loop (later < 1.4.0): runs the loop's pools, and
-# comes again while some have transfers in flight.
+# comes again while some have transfers in flight, sooner for young pools.
 poll_tick <- function(loop) {
   prefix <- paste0(loop, ":")
   on.exit({
-    if (any(startsWith(names(async_pollers$pools), prefix))) {
-      later::later(function() poll_tick(loop), POLL_INTERVAL)
-    } else {
-      async_pollers$ticking <- setdiff(async_pollers$ticking, loop)
+    mine <- async_pollers$pools[startsWith(names(async_pollers$pools), prefix)]
+    if (length(mine)) {
+      age <- now_seconds() - max(vapply(mine, function(entry) entry$since, numeric(1)))
+      schedule_tick(loop, min(max(age / 10, POLL_INTERVAL), POLL_INTERVAL_MAX))
     }
   })
   for (key in names(async_pollers$pools)) {
     entry <- async_pollers$pools[[key]]
     if (startsWith(key, prefix) && !is.null(entry)) run_pool(entry$pool, key)
   }
+}
+
+# The loop's next tick in `delay` seconds, unless one is due sooner: a new
+# pool does not wait for the slow tick of older ones.
+schedule_tick <- function(loop, delay) {
+  due <- now_seconds() + delay
+  tick <- async_pollers$ticks[[loop]]
+  if (!is.null(tick)) {
+    if (tick$due <= due) return(invisible())
+    tick$cancel()
+  }
+  cancel <- later::later(function() {
+    async_pollers$ticks[[loop]] <- NULL
+    poll_tick(loop)
+  }, delay)
+  async_pollers$ticks[[loop]] <- list(cancel = cancel, due = due)
+  invisible()
 }

@@ -112,6 +112,14 @@ test_that("breaker_fetch_async() runs one poller per pool, which stops when the 
     expect_identical(cb$metrics()$successes, 5, info = mode)
     expect_identical(watched(pool), 0L, info = mode)
 
+    # A transfer added to a pool with another in flight is run as well.
+    slow <- breaker_fetch_async(server$url("/hang?seconds=0.5"), breaker = cb, pool = pool)
+    fast <- breaker_fetch_async(server$url("/ok"), breaker = cb, pool = pool)
+    expect_identical(watched(pool), 1L, info = mode)
+    expect_identical(promise_value(fast)$status_code, 200L, info = mode)
+    expect_identical(promise_value(slow)$status_code, 200L, info = mode)
+    expect_identical(watched(pool), 0L, info = mode)
+
     # A cancelled transfer never calls back: its poller stops all the same.
     p <- breaker_fetch_async(server$url("/hang?seconds=2"), breaker = cb, pool = pool)
     expect_identical(watched(pool), 1L, info = mode)
