@@ -262,8 +262,8 @@ profile <- function(server, endpoint, seconds) {
 }
 profile_diff <- function(p, base, label, what = "total_us", n = 15) {
   keys <- union(names(p[[what]]), names(base[[what]]))
-  a <- p[[what]][keys]
-  b <- base[[what]][keys]
+  a <- stats::setNames(p[[what]][keys], keys)
+  b <- stats::setNames(base[[what]][keys], keys)
   a[is.na(a)] <- 0
   b[is.na(b)] <- 0
   d <- sort(a - b, decreasing = TRUE)
