@@ -14,13 +14,16 @@
 # never answers (the avalanche's hanging phase: calls made before the trip
 # are still outstanding while the breaker rejects the others).
 #
-# Each round loads every endpoint of both processes in turn for --seconds,
-# keeping --concurrency requests in flight (`Connection: close`, curl multi).
+# Each round loads every endpoint of both processes in turns of --seconds
+# (--slices turns each, in rotating order), keeping --concurrency requests in
+# flight (`Connection: close`, curl multi); a turn ends when its last request
+# has been answered. Figures per round; median and range over the rounds.
 # Server CPU is the process's utime + stime from /proc (every thread).
 #
 # Options (each also read from an environment variable, the command line
 # winning; --name value or --name=value):
-#   --seconds S        ASYNC_BENCH_SECONDS      each endpoint's turn (default 2)
+#   --seconds S        ASYNC_BENCH_SECONDS      each endpoint's turn (default 0.5)
+#   --slices N         ASYNC_BENCH_SLICES       turns per endpoint in a round (default 4)
 #   --rounds N         ASYNC_BENCH_ROUNDS       rounds (default 5)
 #   --concurrency N    ASYNC_BENCH_CONCURRENCY  requests in flight (default 8)
 #   --hanging N        ASYNC_BENCH_HANGING      calls in flight in the second
@@ -34,14 +37,15 @@
 # a bad option, 1 for any other error.
 
 spec <- list(
-  seconds = list(env = "ASYNC_BENCH_SECONDS", flag = FALSE, min = 0.2, max = 60, whole = FALSE),
+  seconds = list(env = "ASYNC_BENCH_SECONDS", flag = FALSE, min = 0.1, max = 60, whole = FALSE),
+  slices = list(env = "ASYNC_BENCH_SLICES", flag = FALSE, min = 1, max = 100, whole = TRUE),
   rounds = list(env = "ASYNC_BENCH_ROUNDS", flag = FALSE, min = 1, max = 50, whole = TRUE),
   concurrency = list(env = "ASYNC_BENCH_CONCURRENCY", flag = FALSE, min = 1, max = 64, whole = TRUE),
   hanging = list(env = "ASYNC_BENCH_HANGING", flag = FALSE, min = 0, max = 100, whole = TRUE),
   "profile-seconds" = list(env = "ASYNC_BENCH_PROFILE", flag = FALSE, min = 0, max = 60, whole = FALSE),
   help = list(env = NA_character_, flag = TRUE)
 )
-defaults <- list(seconds = 2, rounds = 5, concurrency = 8, hanging = 8, "profile-seconds" = 4)
+defaults <- list(seconds = 0.5, slices = 4, rounds = 5, concurrency = 8, hanging = 8, "profile-seconds" = 4)
 
 this_file <- local({
   file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
@@ -149,24 +153,22 @@ drive <- function(url, seconds, concurrency) {
     polled <- curl::multi_run(timeout = 0, pool = pool)
     if (polled$success + polled$error == 0L) Sys.sleep(0.0005)
   }
-  elapsed <- now() - start
   open <- FALSE
   # Let the requests in flight finish (bounded), so that the next turn starts
-  # on an idle server.
-  for (iter in 1:2000) {
+  # on an idle server; they and their time count.
+  for (iter in 1:20000) {
     if (length(curl::multi_list(pool)) == 0L) break
     polled <- curl::multi_run(timeout = 0, pool = pool)
-    if (polled$success + polled$error == 0L) Sys.sleep(0.001)
+    if (polled$success + polled$error == 0L) Sys.sleep(0.0005)
   }
-  list(done = done, failed = failed, seconds = elapsed)
+  list(done = done, failed = failed, seconds = now() - start)
 }
 
 measure <- function(server, endpoint, seconds) {
   cpu0 <- cpu_seconds(server$pid)
   r <- drive(paste0(server$base, "/", endpoint), seconds, opt$concurrency)
-  cpu <- cpu_seconds(server$pid) - cpu0
   data.frame(server = server$label, endpoint = endpoint, requests = r$done, failed = r$failed,
-             rps = r$done / r$seconds, cpu_ms = 1000 * cpu / max(1L, r$done), cpu_share = cpu / r$seconds)
+             seconds = r$seconds, cpu = cpu_seconds(server$pid) - cpu0)
 }
 
 load_average <- function() paste(utils::head(scan("/proc/loadavg", what = "", quiet = TRUE), 3), collapse = " ")
@@ -181,8 +183,8 @@ states <- lapply(servers, function(s) get_json(paste0(s$base, "/control/state"))
 cat(sprintf("later %s, promises %s, httpuv %s, plumber %s, circuitbreaker %s; %d cores\n",
             states[[1]]$later, states[[1]]$promises, states[[1]]$httpuv, states[[1]]$plumber,
             utils::packageVersion("circuitbreaker"), parallel::detectCores()))
-cat(sprintf("%s rounds of %s s per endpoint, %d in flight; calls in flight in the second server: %d\n\n",
-            opt$rounds, opt$seconds, opt$concurrency, states[[2]]$in_flight))
+cat(sprintf("%s rounds of %d turns of %s s per endpoint, %d in flight; calls in flight in the second server: %d\n\n",
+            opt$rounds, opt$slices, opt$seconds, opt$concurrency, states[[2]]$in_flight))
 
 # A warm-up turn per endpoint (byte compilation, first allocations).
 for (server in servers) for (ep in endpoints) drive(paste0(server$base, "/", ep), 0.3, opt$concurrency)
@@ -194,19 +196,28 @@ idle <- vapply(servers, function(s) {
   (cpu_seconds(s$pid) - cpu0) / 2
 }, numeric(1))
 
+# A round: --slices turns of --seconds per endpoint and server, in rotating
+# order, so that the endpoints compared share the machine's moments (it is
+# shared, and its load moves within seconds). A round's figures are its
+# turns' totals.
 rows <- list()
 for (round in seq_len(opt$rounds)) {
-  # The order of the turns rotates, so that no endpoint always follows another.
-  order <- (seq_along(endpoints) + round - 2L) %% length(endpoints) + 1L
-  for (server in servers) {
-    for (ep in endpoints[order]) {
-      row <- measure(server, ep, opt$seconds)
-      row$round <- round
-      rows[[length(rows) + 1L]] <- row
+  for (slice in seq_len(opt$slices)) {
+    k <- (round - 1L) * opt$slices + slice
+    order <- (seq_along(endpoints) + k - 2L) %% length(endpoints) + 1L
+    for (server in servers[if (k %% 2L) c(1L, 2L) else c(2L, 1L)]) {
+      for (ep in endpoints[order]) {
+        row <- measure(server, ep, opt$seconds)
+        row$round <- round
+        rows[[length(rows) + 1L]] <- row
+      }
     }
   }
 }
-results <- do.call(rbind, rows)
+turns <- do.call(rbind, rows)
+results <- stats::aggregate(cbind(requests, failed, seconds, cpu) ~ server + endpoint + round, data = turns, FUN = sum)
+results$rps <- results$requests / results$seconds
+results$cpu_ms <- 1000 * results$cpu / pmax(1, results$requests)
 trivial <- results[results$endpoint == "trivial", c("server", "round", "rps", "cpu_ms")]
 names(trivial)[3:4] <- c("trivial_rps", "trivial_cpu_ms")
 results <- merge(results, trivial, by = c("server", "round"))
