@@ -146,7 +146,8 @@ now_seconds <- function() as.numeric(Sys.time())
 has_later_fd <- function() {
   if (is.null(async_pollers$later_fd)) {
     ns <- asNamespace("later")
-    async_pollers$later_fd <- if (exists("later_fd", envir = ns, inherits = FALSE)) get("later_fd", envir = ns) else FALSE
+    has <- exists("later_fd", envir = ns, inherits = FALSE)
+    async_pollers$later_fd <- if (has) get("later_fd", envir = ns) else FALSE
   }
   is.function(async_pollers$later_fd)
 }

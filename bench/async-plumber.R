@@ -114,7 +114,9 @@ start_server <- function(label) {
     ok <- tryCatch(curl::curl_fetch_memory(paste0(base, "/trivial"), handle = new_handle(1))$status_code == 200,
                    error = function(e) FALSE)
     if (ok) break
-    if (!process$is_alive() || i == 300L) stop("the ", label, " server did not start:\n", paste(readLines(log), collapse = "\n"))
+    if (!process$is_alive() || i == 300L) {
+      stop("the ", label, " server did not start:\n", paste(readLines(log), collapse = "\n"))
+    }
     Sys.sleep(0.1)
   }
   get_json(paste0(base, "/control/trip"))
@@ -173,7 +175,8 @@ measure <- function(server, endpoint, seconds) {
 
 load_average <- function() paste(utils::head(scan("/proc/loadavg", what = "", quiet = TRUE), 3), collapse = " ")
 
-cat("async plumber deficit: ", format(Sys.time(), "%Y-%m-%d %H:%M:%S"), ", load average ", load_average(), "\n", sep = "")
+cat("async plumber deficit: ", format(Sys.time(), "%Y-%m-%d %H:%M:%S"), ", load average ", load_average(), "\n",
+    sep = "")
 servers <- list(start_server("open"), start_server("open+hanging"))
 if (opt$hanging > 0) {
   get_json(sprintf("%s/control/hang?n=%d", servers[[2]]$base, opt$hanging))
@@ -229,7 +232,8 @@ range_text <- function(x, digits = 1, scale = 1) {
   sprintf("%.*f (%.*f-%.*f)", digits, stats::median(x), digits, min(x), digits, max(x))
 }
 cat("Idle server CPU (no requests): ",
-    paste(sprintf("%s %.1f%% of a core", vapply(servers, `[[`, "", "label"), 100 * idle), collapse = ", "), "\n\n", sep = "")
+    paste(sprintf("%s %.1f%% of a core", vapply(servers, `[[`, "", "label"), 100 * idle), collapse = ", "),
+    "\n\n", sep = "")
 cat("Per server and endpoint, median (range) over the rounds\n")
 cat(sprintf("  %-13s %-22s %16s %22s %18s %20s %6s\n", "server", "endpoint", "req/s", "% of /trivial", "CPU ms/request",
             "extra CPU us/req", "failed"))
