@@ -62,7 +62,9 @@ check_integers <- function(x, arg = rlang::caller_arg(x), min, max, must,
 }
 
 check_installed <- function(pkg, what, call = rlang::caller_env()) {
-  if (!requireNamespace(pkg, quietly = TRUE)) {
+  # A loaded namespace first: this runs on every asynchronous call, and
+  # requireNamespace() costs more than the rest of a rejected call's checks.
+  if (!isNamespaceLoaded(pkg) && !requireNamespace(pkg, quietly = TRUE)) {
     cli::cli_abort(
       c("{.fn {what}} needs the {.pkg {pkg}} package.",
         i = "Install it with {.code install.packages(\"{pkg}\")}."),

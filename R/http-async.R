@@ -86,25 +86,136 @@ breaker_fetch_async <- function(url, handle = NULL, breaker = breaker_for(url), 
   }, fallback, immediate_fallback = immediate_fallback)
 }
 
-# curl::curl_fetch_multi() as a promise, polled from the later event loop.
+# curl::curl_fetch_multi() as a promise, driven from the later event loop by
+# the pool's poller (watch_pool()).
 curl_fetch_promise <- function(url, handle, pool) {
   promises::promise(function(resolve, reject) {
-    settled <- FALSE
     curl::curl_fetch_multi(url,
-      done = function(res) {
-        settled <<- TRUE
-        resolve(res)
-      },
-      fail = function(msg) {
-        settled <<- TRUE
-        reject(simpleError(msg))
-      },
+      done = function(res) resolve(res),
+      fail = function(msg) reject(simpleError(msg)),
       handle = handle, pool = pool
     )
-    poll <- function() {
-      curl::multi_run(timeout = 0, poll = TRUE, pool = pool)
-      if (!settled) later::later(poll, 0.005)
-    }
-    poll()
+    watch_pool(pool)
   })
+}
+
+# One poller per curl pool and event loop with transfers in flight, however
+# many they are; it stops when the pool has none left (cancelled transfers
+# included).
+#
+# With later 1.4.0 or later, the poller waits with later::later_fd() on the
+# pool's sockets (curl::multi_fdset()) until one is ready or curl's next
+# timeout is due: a request in flight costs nothing while its downstream is
+# silent. Older later has no later_fd(): then one tick per event loop runs
+# every watched pool, every 5 ms while a pool is young (it started, or one of
+# its transfers finished, less than 50 ms ago), then less often, at a tenth
+# of the time since, up to every 50 ms: an answer is noticed at most about
+# 10% late (and at most 5 ms late within its first 50 ms). Each wake-up of
+# later costs the process about half a millisecond of CPU: each request used
+# to run its own 5 ms loop, and a plumber process with 8 calls hanging spent
+# about a third of a core on them (bench/RESULTS.md, section 10).
+async_pollers <- new.env(parent = emptyenv())
+# "<loop id>:<pool address>" -> list(pool, since: its start or last finished
+# transfer, cancel: its wait on the sockets)
+async_pollers$pools <- list()
+async_pollers$ticks <- list()      # loop id -> list(cancel, due): its next tick
+
+POLL_INTERVAL <- 0.005      # the tick without later_fd(): shortest, seconds
+POLL_INTERVAL_MAX <- 0.05   # and longest
+POLL_MAX_WAIT <- 1          # longest wait on the sockets with later_fd(), seconds
+
+watch_pool <- function(pool) {
+  loop <- as.character(later::current_loop()$id)
+  key <- paste0(loop, ":", rlang::obj_address(pool))
+  entry <- async_pollers$pools[[key]] %||% list(pool = pool)
+  entry$since <- now_seconds()
+  async_pollers$pools[[key]] <- entry
+  if (has_later_fd()) {
+    # A pool already watched waits on the sockets of its other transfers:
+    # the wait starts again with this one's.
+    if (is.function(entry$cancel)) entry$cancel()
+    poll_pool_fd(pool, key)
+  } else if (run_pool(pool, key)) {
+    schedule_tick(loop, POLL_INTERVAL)
+  }
+  invisible()
+}
+
+now_seconds <- function() as.numeric(Sys.time())
+
+has_later_fd <- function() {
+  if (is.null(async_pollers$later_fd)) {
+    ns <- asNamespace("later")
+    has <- exists("later_fd", envir = ns, inherits = FALSE)
+    async_pollers$later_fd <- if (has) get("later_fd", envir = ns) else FALSE
+  }
+  is.function(async_pollers$later_fd)
+}
+
+# Runs a pool's transfers once (the callbacks of those that finished); TRUE
+# while some are still in flight. A pool without any is forgotten; so is one
+# whose run fails (a callback's error), which then propagates.
+run_pool <- function(pool, key) {
+  status <- withCallingHandlers(
+    curl::multi_run(timeout = 0, pool = pool),
+    error = function(e) async_pollers$pools[[key]] <- NULL
+  )
+  if (status$pending > 0L) {
+    if (status$success + status$error > 0L && !is.null(async_pollers$pools[[key]])) {
+      async_pollers$pools[[key]]$since <- now_seconds()
+    }
+    return(TRUE)
+  }
+  async_pollers$pools[[key]] <- NULL
+  FALSE
+}
+
+poll_pool_fd <- function(pool, key) {
+  if (!run_pool(pool, key)) return(invisible())
+  fds <- curl::multi_fdset(pool = pool)
+  # multi_fdset()'s timeout is in milliseconds, -1 when curl has none.
+  wait <- if (fds$timeout < 0) POLL_MAX_WAIT else min(fds$timeout / 1000, POLL_MAX_WAIT)
+  if (!length(fds$reads) && !length(fds$writes) && !length(fds$exceptions)) {
+    # Nothing to wait on (a name being resolved, say): poll.
+    wait <- min(wait, POLL_INTERVAL)
+  }
+  cancel <- async_pollers$later_fd(function(ready) poll_pool_fd(pool, key),
+                                   readfds = fds$reads, writefds = fds$writes, exceptfds = fds$exceptions,
+                                   timeout = wait)
+  if (!is.null(async_pollers$pools[[key]])) async_pollers$pools[[key]]$cancel <- cancel
+  invisible()
+}
+
+# The tick of one event loop (later < 1.4.0): runs the loop's pools, and
+# comes again while some have transfers in flight, sooner for young pools.
+poll_tick <- function(loop) {
+  prefix <- paste0(loop, ":")
+  on.exit({
+    mine <- async_pollers$pools[startsWith(names(async_pollers$pools), prefix)]
+    if (length(mine)) {
+      age <- now_seconds() - max(vapply(mine, function(entry) entry$since, numeric(1)))
+      schedule_tick(loop, min(max(age / 10, POLL_INTERVAL), POLL_INTERVAL_MAX))
+    }
+  })
+  for (key in names(async_pollers$pools)) {
+    entry <- async_pollers$pools[[key]]
+    if (startsWith(key, prefix) && !is.null(entry)) run_pool(entry$pool, key)
+  }
+}
+
+# The loop's next tick in `delay` seconds, unless one is due sooner: a new
+# pool does not wait for the slow tick of older ones.
+schedule_tick <- function(loop, delay) {
+  due <- now_seconds() + delay
+  tick <- async_pollers$ticks[[loop]]
+  if (!is.null(tick)) {
+    if (tick$due <= due) return(invisible())
+    tick$cancel()
+  }
+  cancel <- later::later(function() {
+    async_pollers$ticks[[loop]] <- NULL
+    poll_tick(loop)
+  }, delay)
+  async_pollers$ticks[[loop]] <- list(cancel = cancel, due = due)
+  invisible()
 }

@@ -85,6 +85,50 @@ test_that("breaker_fetch_async() classifies curl responses", {
   expect_identical(cb$state, "OPEN")
 })
 
+test_that("breaker_fetch_async() runs one poller per pool, which stops when the pool is idle", {
+  skip_if_not_installed("curl")
+  skip_if_not_installed("later")
+  server <- local_downstream()
+  pollers <- circuitbreaker:::async_pollers
+  watched <- function(pool) {
+    sum(endsWith(names(pollers$pools), paste0(":", rlang::obj_address(pool))))
+  }
+  # Both ways of waiting: later_fd() where later has it, and the shared tick
+  # of older later (forced here).
+  modes <- if (circuitbreaker:::has_later_fd()) c("later_fd", "tick") else "tick"
+  for (mode in modes) {
+    if (mode == "tick") {
+      saved <- pollers$later_fd
+      pollers$later_fd <- FALSE
+      withr::defer(pollers$later_fd <- saved)
+    }
+    cb <- circuit_breaker(failure_threshold = 10, timeout = 5)
+    pool <- curl::new_pool()
+    ps <- lapply(1:4, function(i) breaker_fetch_async(server$url("/hang?seconds=0.3"), breaker = cb, pool = pool))
+    ps[[5]] <- breaker_fetch_async(server$url("/ok"), breaker = cb)  # a pool of its own
+    expect_identical(watched(pool), 1L, info = mode)
+    values <- lapply(ps, promise_value)
+    expect_identical(vapply(values, function(r) r$status_code, integer(1)), rep(200L, 5), info = mode)
+    expect_identical(cb$metrics()$successes, 5, info = mode)
+    expect_identical(watched(pool), 0L, info = mode)
+
+    # A transfer added to a pool with another in flight is run as well.
+    slow <- breaker_fetch_async(server$url("/hang?seconds=0.5"), breaker = cb, pool = pool)
+    fast <- breaker_fetch_async(server$url("/ok"), breaker = cb, pool = pool)
+    expect_identical(watched(pool), 1L, info = mode)
+    expect_identical(promise_value(fast)$status_code, 200L, info = mode)
+    expect_identical(promise_value(slow)$status_code, 200L, info = mode)
+    expect_identical(watched(pool), 0L, info = mode)
+
+    # A cancelled transfer never calls back: its poller stops all the same.
+    p <- breaker_fetch_async(server$url("/hang?seconds=2"), breaker = cb, pool = pool)
+    expect_identical(watched(pool), 1L, info = mode)
+    for (h in curl::multi_list(pool)) curl::multi_cancel(h)
+    pump_until(function() watched(pool) == 0L, 5)
+    expect_identical(watched(pool), 0L, info = mode)
+  }
+})
+
 test_that("execute_async() works with future_promise()", {
   skip_if_not_installed("future")
   skip_if_not_installed("promises")
