@@ -56,7 +56,8 @@ r_counts=$(NOT_CRAN=true Rscript --vanilla -e '
   res <- as.data.frame(testthat::test_dir("tests/testthat", package = "circuitbreaker",
                                           load_package = "installed", stop_on_failure = FALSE))
   failed <- sum(res$failed) + sum(res$error)
-  cat("\n", sum(res$nb) - sum(res$failed), failed, sum(res$skipped), "\n")' | tee /dev/stderr | tail -n1)
+  cat("\n", sum(res$nb) - sum(res$failed), failed, sum(res$skipped), "\n")' | tee -a /dev/stderr | tail -n1)
+# (tee -a: appending, so that a log file that stderr points to is not truncated)
 set -e
 read -r r_passed r_failed r_skipped <<<"$r_counts"
 r_passed=${r_passed:-0}; r_failed=${r_failed:-1}; r_skipped=${r_skipped:-0}
