@@ -46,6 +46,16 @@ collect_children <- function(procs, timeout = 60) {
   lapply(procs, function(p) p$get_result())
 }
 
+# Tells waiting children when to start: writes `at` (seconds since the epoch)
+# to `path` atomically, through a rename, so that a child that sees the file
+# also sees its whole contents (a child polling for the file could otherwise
+# read it between its creation and the write, and get an empty line).
+write_start_time <- function(path, at) {
+  tmp <- paste0(path, ".tmp")
+  writeLines(format(at, digits = 15), tmp)
+  stopifnot(file.rename(tmp, path))
+}
+
 # A shared breaker in this process, removed from the registry when `env` ends.
 local_shared_breaker <- function(store, name, args, env = parent.frame()) {
   cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))

@@ -135,7 +135,7 @@ test_that("exactly half_open_max_calls probes go out across the fleet", {
     for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
     expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
     # Every racer calls at the same moment, after the open period.
-    writeLines(format(as.numeric(Sys.time()) + 2.5, digits = 15), start_file)
+    write_start_time(start_file, as.numeric(Sys.time()) + 2.5)
     res <- collect_children(procs)
     expect_identical(sum(vapply(res, function(r) r$probed, TRUE)), as.integer(hom))
     expect_identical(sum(vapply(res, function(r) identical(r$result, "ok"), TRUE)), as.integer(hom))
