@@ -154,7 +154,10 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
   listener <- function(cb, extra) {
     options(circuitbreaker.host_poll_interval = 0.05)
     heard <- character()
-    cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
+    cb$on("state_change", function(from, to, ...) {
+      heard <<- c(heard, to)
+      cat(to, "\n", sep = "", file = extra$heard, append = TRUE)
+    })
     file.create(extra$ready)
     # No calls: only the event loop runs.
     deadline <- Sys.time() + 20
@@ -163,18 +166,28 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
   }
   ready <- tempfile()
   done <- tempfile()
-  child <- fleet_child(server$url, "manual", fleet_args(), listener, list(ready = ready, done = done))
+  heard_file <- tempfile()
+  child <- fleet_child(server$url, "manual", fleet_args(), listener,
+                       list(ready = ready, done = done, heard = heard_file))
   expect_true(wait_for_file(ready))
+  # Each change waits until the child has heard the one before: a child
+  # slowed down by a busy machine could otherwise sync only after two
+  # changes, and rightly report just the last.
+  child_heard <- function(states) {
+    wait_until(function() {
+      file.exists(heard_file) && identical(readLines(heard_file, warn = FALSE), states)
+    })
+  }
   Sys.sleep(0.3)
   cb$force_open()
   expect_true(wait_until(function() identical(server$fleet("manual", "s"), 3)))
-  Sys.sleep(0.5)
+  expect_true(child_heard("FORCED_OPEN"))
   cb$disable()
   expect_true(wait_until(function() identical(server$fleet("manual", "s"), 4)))
-  Sys.sleep(0.5)
+  expect_true(child_heard(c("FORCED_OPEN", "DISABLED")))
   cb$reset()
   expect_true(wait_until(function() identical(server$fleet("manual", "s"), 0)))
-  Sys.sleep(0.5)
+  expect_true(child_heard(c("FORCED_OPEN", "DISABLED", "CLOSED")))
   file.create(done)
   heard <- collect_children(list(child))[[1]]
   expect_identical(heard, c("FORCED_OPEN", "DISABLED", "CLOSED"))
