@@ -37,88 +37,13 @@ skip_if_not_installed("later")
 
 downstream <- local_downstream(quote_downstream_app())
 
-# What the example APIs show about the state of their breaker "quotes".
-quotes_status <- function(api) {
-  res <- http_call(api$url("/circuit-breakers"))
-  expect_equal(res$status, 200L)
-  breaker_status(res, "quotes")
-}
-
-# The checks both example APIs must pass, from a healthy downstream to an
-# open breaker.
-check_guarded_api <- function(api) {
-  set_downstream_mode(downstream, "up")
-
-  # Healthy: real data.
-  res <- http_call(api$url("/quote"))
-  expect_equal(res$status, 200L)
-  expect_equal(res$json$source, "downstream")
-  expect_equal(res$json$quote$price, 42.5)
-  status <- quotes_status(api)
-  expect_equal(status$state, "CLOSED")
-  expect_equal(status$successes, 1)
-  expect_equal(status$failure_rate, 0)
-
-  # Failing: the fallback answers, the failures are counted.
-  set_downstream_mode(downstream, "down")
-  for (i in 1:2) {
-    res <- http_call(api$url("/quote"))
-    expect_equal(res$status, 200L)
-    expect_equal(res$json$source, "fallback")
-  }
-  expect_equal(quotes_status(api)$failure_count, 2)
-  # Without fallback, a failed call is a 502 (and the third failure).
-  res <- http_call(api$url("/quote/live"))
-  expect_equal(res$status, 502L)
-  expect_equal(res$json$error, "502 - Bad Gateway")
-
-  # Open after three consecutive failures: visible in the status endpoint.
-  status <- quotes_status(api)
-  expect_equal(status$state, "OPEN")
-  expect_equal(status$failures, 3)
-  expect_equal(status$times_opened, 1)
-  expect_gt(status$seconds_until_probe, 0)
-  expect_lte(status$seconds_until_probe, 30)
-
-  # The downstream is healthy again, but the open breaker does not call it:
-  # the fallback answers at once...
-  set_downstream_mode(downstream, "up")
-  res <- http_call(api$url("/quote"))
-  expect_equal(res$json$source, "fallback")
-  expect_match(res$json$reason, "OPEN")
-  # ...and without a fallback the API answers 503 with Retry-After.
-  res <- http_call(api$url("/quote/live"))
-  expect_equal(res$status, 503L)
-  retry_after <- as.integer(res$headers[["retry-after"]])
-  expect_true(retry_after >= 1L && retry_after <= 30L)
-  expect_named(res$json, c("error", "breaker", "state", "retry_after"))
-  expect_equal(res$json$error, "503 - Service Unavailable")
-  expect_equal(res$json$breaker, "quotes")
-  expect_equal(res$json$state, "OPEN")
-  expect_true(res$json$retry_after > 0 && res$json$retry_after <= 30)
-  expect_lte(abs(ceiling(res$json$retry_after) - retry_after), 1)
-  expect_equal(quotes_status(api)$rejected, 2)
-
-  # Prometheus: the right content type, valid text, the breaker's values.
-  res <- http_call(api$url("/circuit-breakers/metrics"))
-  expect_equal(res$status, 200L)
-  expect_equal(res$headers[["content-type"]], "text/plain; version=0.0.4; charset=utf-8")
-  expect_equal(res$headers[["cache-control"]], "no-store")
-  lines <- strsplit(res$body, "\n", fixed = TRUE)[[1]]
-  expect_true('circuitbreaker_state{breaker="quotes",state="OPEN"} 1' %in% lines)
-  expect_true('circuitbreaker_calls_total{breaker="quotes",outcome="failure"} 3' %in% lines)
-  expect_true('circuitbreaker_calls_total{breaker="quotes",outcome="rejected"} 2' %in% lines)
-  expect_true('circuitbreaker_opened_total{breaker="quotes"} 1' %in% lines)
-  expect_promtool_ok(res$body)
-}
-
 test_that("the synchronous example API degrades to its fallback, then answers 503", {
   api <- local_plumber_api("guarded-api",
     c(DOWNSTREAM_URL = downstream$url("/quote"), ADMIN_TOKEN = "s3cret"))
   res <- http_call(api$url("/ping"))
   expect_equal(res$json, list(ok = TRUE))
 
-  check_guarded_api(api)
+  expect_guarded_routes(api, downstream)
 
   # Other errors keep plumber's default treatment: a 404 from the downstream
   # counts nowhere for the breaker and propagates; the API answers 500.
@@ -134,50 +59,7 @@ test_that("the synchronous example API degrades to its fallback, then answers 50
 test_that("control endpoints need the admin token and change the breaker", {
   api <- local_plumber_api("guarded-api",
     c(DOWNSTREAM_URL = downstream$url("/quote"), ADMIN_TOKEN = "s3cret"))
-  set_downstream_mode(downstream, "up")
-  admin <- c(`X-Admin-Token` = "s3cret")
-
-  # Refused: no token, a wrong one.
-  for (headers in list(character(), c(`X-Admin-Token` = "guess"))) {
-    res <- http_call(api$url("/circuit-breakers/quotes/force-open"), "POST", headers)
-    expect_equal(res$status, 403L)
-    expect_equal(res$json, list(error = "403 - Forbidden"))
-  }
-  expect_equal(quotes_status(api)$state, "CLOSED")
-
-  # Unknown breaker.
-  res <- http_call(api$url("/circuit-breakers/nope/reset"), "POST", admin)
-  expect_equal(res$status, 404L)
-  expect_equal(res$json$breaker, "nope")
-
-  # Forced open: every call is rejected, with no Retry-After (it stays open
-  # until reset).
-  res <- http_call(api$url("/circuit-breakers/quotes/force-open"), "POST", admin)
-  expect_equal(res$status, 200L)
-  expect_equal(res$json$name, "quotes")
-  expect_equal(res$json$state, "FORCED_OPEN")
-  expect_null(res$json$seconds_until_probe)
-  res <- http_call(api$url("/quote/live"))
-  expect_equal(res$status, 503L)
-  expect_null(res$headers[["retry-after"]])
-  expect_equal(res$json$state, "FORCED_OPEN")
-  expect_null(res$json$retry_after)
-  expect_equal(quotes_status(api)$state, "FORCED_OPEN")
-  expect_promtool_ok(http_call(api$url("/circuit-breakers/metrics"))$body)
-
-  # Reset: closed, calls go through again.
-  res <- http_call(api$url("/circuit-breakers/quotes/reset"), "POST", admin)
-  expect_equal(res$json$state, "CLOSED")
-  expect_equal(http_call(api$url("/quote/live"))$json$source, "downstream")
-
-  # Disabled: calls go through and nothing is recorded.
-  res <- http_call(api$url("/circuit-breakers/quotes/disable"), "POST", admin)
-  expect_equal(res$json$state, "DISABLED")
-  set_downstream_mode(downstream, "down")
-  for (i in 1:4) expect_equal(http_call(api$url("/quote"))$json$source, "fallback")
-  status <- quotes_status(api)
-  expect_equal(status$state, "DISABLED")
-  expect_equal(status$failures, 0)
+  expect_control_routes(api, downstream, admin = c(`X-Admin-Token` = "s3cret"))
 
   # Reading needs no token; the control endpoints only take POST.
   expect_equal(http_call(api$url("/circuit-breakers/quotes/reset"))$status, 405L)
@@ -188,7 +70,7 @@ test_that("the asynchronous example API behaves the same; without a token it has
   api <- local_plumber_api("guarded-api-async",
     c(DOWNSTREAM_URL = downstream$url("/quote"), ADMIN_TOKEN = ""))
 
-  check_guarded_api(api)
+  expect_guarded_routes(api, downstream)
 
   for (action in c("reset", "force-open", "disable")) {
     res <- http_call(api$url(paste0("/circuit-breakers/quotes/", action)), "POST",

@@ -31,7 +31,8 @@ test_that("api_circuit_breakers() checks its arguments", {
 test_that("api_circuit_breakers() adds its routes, the control routes only with `authorize`", {
   skip_without_plumber2()
   api <- suppressMessages(plumber2::api())
-  expect_identical(api_circuit_breakers(api, "/ops/breakers"), api)
+  # (plumber2 says when it creates the API's first route, as for api_get().)
+  expect_identical(suppressMessages(api_circuit_breakers(api, "/ops/breakers")), api)
   route <- api$request_router$get_route(api$request_router$routes[[1]])
   has <- function(method, path) !is.null(route$get_handler(method, path))
   expect_true(has("get", "/ops/breakers"))
@@ -162,83 +163,6 @@ test_that("rejected calls answer 503 with Retry-After; other errors keep plumber
   expect_equal(http_call(api$url("/held"))$json, list("not called"))
 })
 
-# What the example API shows about the state of its breaker "quotes".
-quotes_status <- function(api) {
-  res <- http_call(api$url("/circuit-breakers"))
-  expect_equal(res$status, 200L)
-  breaker_status(res, "quotes")
-}
-
-# The checks the example API's routes `route` (with a fallback) and
-# `{route}/live` (without) must pass, from a healthy downstream to an open
-# breaker, in a process where the breaker has not been called yet.
-check_guarded_routes <- function(api, route) {
-  set_downstream_mode(downstream, "up")
-  live <- paste0(route, "/live")
-
-  # Healthy: real data.
-  res <- http_call(api$url(route))
-  expect_equal(res$status, 200L)
-  expect_equal(res$json$source, "downstream")
-  expect_equal(res$json$quote$price, 42.5)
-  status <- quotes_status(api)
-  expect_equal(status$state, "CLOSED")
-  expect_equal(status$successes, 1)
-  expect_equal(status$failure_rate, 0)
-
-  # Failing: the fallback answers, the failures are counted.
-  set_downstream_mode(downstream, "down")
-  for (i in 1:2) {
-    res <- http_call(api$url(route))
-    expect_equal(res$status, 200L)
-    expect_equal(res$json$source, "fallback")
-  }
-  expect_equal(quotes_status(api)$failure_count, 2)
-  # Without fallback, a failed call is a 502 (and the third failure).
-  res <- http_call(api$url(live))
-  expect_equal(res$status, 502L)
-  expect_equal(res$json$error, "502 - Bad Gateway")
-
-  # Open after three consecutive failures: visible in the status route.
-  status <- quotes_status(api)
-  expect_equal(status$state, "OPEN")
-  expect_equal(status$failures, 3)
-  expect_equal(status$times_opened, 1)
-  expect_gt(status$seconds_until_probe, 0)
-  expect_lte(status$seconds_until_probe, 30)
-
-  # The downstream is healthy again, but the open breaker does not call it:
-  # the fallback answers at once...
-  set_downstream_mode(downstream, "up")
-  res <- http_call(api$url(route))
-  expect_equal(res$json$source, "fallback")
-  expect_match(res$json$reason, "OPEN")
-  # ...and without a fallback the API answers 503 with Retry-After.
-  res <- http_call(api$url(live))
-  expect_equal(res$status, 503L)
-  retry_after <- as.integer(res$headers[["retry-after"]])
-  expect_true(retry_after >= 1L && retry_after <= 30L)
-  expect_named(res$json, c("error", "breaker", "state", "retry_after"))
-  expect_equal(res$json$error, "503 - Service Unavailable")
-  expect_equal(res$json$breaker, "quotes")
-  expect_equal(res$json$state, "OPEN")
-  expect_true(res$json$retry_after > 0 && res$json$retry_after <= 30)
-  expect_lte(abs(ceiling(res$json$retry_after) - retry_after), 1)
-  expect_equal(quotes_status(api)$rejected, 2)
-
-  # Prometheus: the right content type, valid text, the breaker's values.
-  res <- http_call(api$url("/circuit-breakers/metrics"))
-  expect_equal(res$status, 200L)
-  expect_equal(res$headers[["content-type"]], "text/plain; version=0.0.4; charset=utf-8")
-  expect_equal(res$headers[["cache-control"]], "no-store")
-  lines <- strsplit(res$body, "\n", fixed = TRUE)[[1]]
-  expect_true('circuitbreaker_state{breaker="quotes",state="OPEN"} 1' %in% lines)
-  expect_true('circuitbreaker_calls_total{breaker="quotes",outcome="failure"} 3' %in% lines)
-  expect_true('circuitbreaker_calls_total{breaker="quotes",outcome="rejected"} 2' %in% lines)
-  expect_true('circuitbreaker_opened_total{breaker="quotes"} 1' %in% lines)
-  expect_promtool_ok(res$body)
-}
-
 example_env <- function(token = "s3cret", recovery = 30) {
   c(DOWNSTREAM_URL = downstream$url("/quote"), ADMIN_TOKEN = token, RECOVERY_TIMEOUT = recovery)
 }
@@ -247,7 +171,7 @@ test_that("the example API's synchronous routes degrade to the fallback, then an
   api <- local_plumber2_api("guarded-api", example_env())
   expect_equal(http_call(api$url("/ping"))$json, list(ok = TRUE))
 
-  check_guarded_routes(api, "/quote")
+  expect_guarded_routes(api, downstream)
 
   # Other errors keep plumber2's treatment: a 404 from the downstream counts
   # nowhere for the breaker and propagates; the API answers 500.
@@ -263,56 +187,12 @@ test_that("the example API's asynchronous routes behave the same", {
   skip_if_not_installed("httr2", "1.0.0")
   skip_if_not_installed("later", "1.4.0")
   api <- local_plumber2_api("guarded-api", example_env())
-  check_guarded_routes(api, "/quote/async")
+  expect_guarded_routes(api, downstream, "/quote/async")
 })
 
 test_that("the example API's control routes need the admin token and change the breaker", {
   api <- local_plumber2_api("guarded-api", example_env())
-  set_downstream_mode(downstream, "up")
-
-  # Refused: no token, a wrong one.
-  for (headers in list(character(), c(`X-Admin-Token` = "guess"))) {
-    res <- http_call(api$url("/circuit-breakers/quotes/force-open"), "POST", headers)
-    expect_equal(res$status, 403L)
-    expect_equal(res$json, list(error = "403 - Forbidden"))
-  }
-  expect_equal(quotes_status(api)$state, "CLOSED")
-
-  # Unknown breaker.
-  res <- http_call(api$url("/circuit-breakers/nope/reset"), "POST", admin)
-  expect_equal(res$status, 404L)
-  expect_equal(res$json, list(error = "404 - Circuit breaker not found", breaker = "nope"))
-
-  # Forced open: every call is rejected, with no Retry-After (it stays open
-  # until reset).
-  res <- http_call(api$url("/circuit-breakers/quotes/force-open"), "POST", admin)
-  expect_equal(res$status, 200L)
-  expect_equal(res$json$name, "quotes")
-  expect_equal(res$json$state, "FORCED_OPEN")
-  expect_null(res$json$seconds_until_probe)
-  for (route in c("/quote/live", "/quote/async/live")) {
-    res <- http_call(api$url(route))
-    expect_equal(res$status, 503L, label = route)
-    expect_null(res$headers[["retry-after"]])
-    expect_equal(res$json$state, "FORCED_OPEN")
-    expect_null(res$json$retry_after)
-  }
-  expect_equal(quotes_status(api)$state, "FORCED_OPEN")
-  expect_promtool_ok(http_call(api$url("/circuit-breakers/metrics"))$body)
-
-  # Reset: closed, calls go through again.
-  res <- http_call(api$url("/circuit-breakers/quotes/reset"), "POST", admin)
-  expect_equal(res$json$state, "CLOSED")
-  expect_equal(http_call(api$url("/quote/live"))$json$source, "downstream")
-
-  # Disabled: calls go through and nothing is recorded.
-  res <- http_call(api$url("/circuit-breakers/quotes/disable"), "POST", admin)
-  expect_equal(res$json$state, "DISABLED")
-  set_downstream_mode(downstream, "down")
-  for (i in 1:4) expect_equal(http_call(api$url("/quote"))$json$source, "fallback")
-  status <- quotes_status(api)
-  expect_equal(status$state, "DISABLED")
-  expect_equal(status$failures, 0)
+  expect_control_routes(api, downstream, admin, live = c("/quote/live", "/quote/async/live"))
 })
 
 test_that("the example API recovers once the downstream is back; without a token it has no control routes", {
