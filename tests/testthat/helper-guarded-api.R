@@ -1,8 +1,9 @@
-# What every example API guarding the downstream "quotes" must show, whatever
-# serves it: the plumber examples (inst/plumber, test-plumber.R) and the
-# plumber2 example (inst/plumber2, test-plumber2.R) answer the same, because
-# both translate R/web-answers.R. One home for the story, so that the two
-# frameworks cannot drift apart unnoticed.
+# What every example API guarding the downstream "quotes" must show (and, last,
+# a test API's short open period), whatever serves it: the plumber examples
+# (inst/plumber, test-plumber.R) and the plumber2 example (inst/plumber2,
+# test-plumber2.R) answer the same, because both translate R/web-answers.R.
+# One home for the story, so that the two frameworks cannot drift apart
+# unnoticed.
 #
 # `api` is what local_background_api() returns; `downstream` is the webfakes
 # app of quote_downstream_app() (helper-plumber.R).
@@ -136,4 +137,25 @@ expect_control_routes <- function(api, downstream, admin, live = "/quote/live") 
   status <- quotes_status(api)
   expect_equal(status$state, "DISABLED")
   expect_equal(status$failures, 0)
+}
+
+# A breaker with recovery_timeout = 0.5 that POST `trip` opens and GET
+# `probe` calls (without fallback; both routes of a test's own API): while it
+# is open, the 503's Retry-After is 1 s, never 0, though less time is left;
+# once the open period is over, the probe goes through.
+expect_short_retry_after <- function(api, trip, probe) {
+  expect_equal(http_call(api$url(trip), "POST")$json, list("OPEN"))
+  res <- http_call(api$url(probe))
+  expect_equal(res$status, 503L)
+  expect_equal(res$headers[["retry-after"]], "1")
+  expect_equal(res$json$state, "OPEN")
+  expect_lte(res$json$retry_after, 0.5)
+  # Bounded: at most 5 s of asking.
+  deadline <- Sys.time() + 5
+  repeat {
+    res <- http_call(api$url(probe))
+    if (res$status == 200L || Sys.time() > deadline) break
+    Sys.sleep(0.1)
+  }
+  expect_equal(res$status, 200L)
 }

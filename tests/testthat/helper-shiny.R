@@ -50,6 +50,17 @@ find_chromium <- function() {
   ""
 }
 
+# Skips unless the example app can be tested in a headless browser; returns
+# the browser's path.
+skip_without_browser_app <- function() {
+  skip_if_not_installed("processx")
+  skip_if_not_installed("curl")
+  chromium <- find_chromium()
+  skip_if(chromium == "", "headless Chromium is not installed (apt-get install chromium)")
+  skip_if(guarded_fetch_app_dir() == "", "the example app is not installed")
+  chromium
+}
+
 # Chromium's flags here: headless, and quiet (no background connections to
 # the closed network); a throw-away profile keeps runs independent.
 chromium_flags <- function(profile) {

@@ -122,21 +122,7 @@ test_that("rejected calls answer 503 with Retry-After; other errors keep plumber
   }
   expect_equal(http_call(api$url("/teapot"))$status, 418L)
 
-  # An open breaker: Retry-After is at least 1 s, even with less time left.
-  expect_equal(http_call(api$url("/probing/trip"), "POST")$json, list("OPEN"))
-  res <- http_call(api$url("/probing"))
-  expect_equal(res$status, 503L)
-  expect_equal(res$headers[["retry-after"]], "1")
-  expect_equal(res$json$state, "OPEN")
-  expect_lte(res$json$retry_after, 0.5)
-  # Once the recovery timeout has passed, the probe goes through.
-  deadline <- Sys.time() + 5
-  repeat {
-    res <- http_call(api$url("/probing"))
-    if (res$status == 200L || Sys.time() > deadline) break
-    Sys.sleep(0.1)
-  }
-  expect_equal(res$status, 200L)
+  expect_short_retry_after(api, trip = "/probing/trip", probe = "/probing")
 
   # The status route: every registered breaker, the fields of
   # pr_circuit_breakers()'s.

@@ -241,12 +241,7 @@ test_that("the example app says when it has no data to fall back on", {
 
 test_that("in a headless browser, the example app shows the open breaker", {
   skip_on_cran()
-  skip_if_not_installed("processx")
-  skip_if_not_installed("curl")
-  chromium <- find_chromium()
-  skip_if(chromium == "", "headless Chromium is not installed (apt-get install chromium)")
-  app_dir <- guarded_fetch_app_dir()
-  skip_if(app_dir == "", "the example app is not installed")
+  chromium <- skip_without_browser_app()
 
   downstream <- local_downstream(shiny_downstream_app())
   get_json(downstream$url("/fail"))  # every /data request answers HTTP 500
@@ -320,12 +315,7 @@ test_that("in a headless browser, the task button fetches in an ExtendedTask and
     requireNamespace("bslib", quietly = TRUE) && utils::packageVersion("bslib") >= "0.7.0",
     "the task button needs bslib >= 0.7.0"
   )
-  skip_if_not_installed("processx")
-  skip_if_not_installed("curl")
-  chromium <- find_chromium()
-  skip_if(chromium == "", "headless Chromium is not installed (apt-get install chromium)")
-  app_dir <- guarded_fetch_app_dir()
-  skip_if(app_dir == "", "the example app is not installed")
+  chromium <- skip_without_browser_app()
 
   downstream <- local_downstream(shiny_downstream_app())
   app <- local_guarded_fetch_app(c(
