@@ -134,6 +134,11 @@ watch_shared_transitions <- function(core) {
 }
 
 schedule_transition_poll <- function(ref) {
+  # Forced here, not in the callback: an unforced argument would keep the
+  # caller's frame, which holds the core (watch_shared_transitions()'s, then
+  # each poll's), and so the core alive for as long as it is polled, which
+  # is forever.
+  force(ref)
   interval <- getOption("circuitbreaker.host_poll_interval", 0.5)
   if (!is.numeric(interval) || length(interval) != 1L || !isTRUE(interval > 0)) interval <- 0.5
   later::later(function() poll_shared_transitions(ref), interval)

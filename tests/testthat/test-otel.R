@@ -115,8 +115,12 @@ test_that("a transition another process makes reaches this process's report thro
   withr::local_options(circuitbreaker.otel = NULL, circuitbreaker.host_poll_interval = 0.05)
   store <- local_host_store()
   args <- host_args(failure_threshold = 2, recovery_timeout = 1e6)
-  recorded <- otel_record({
+  # The breaker lives in this function only, so that the test can check
+  # that its poll ends with it: a poll left on later's loop would keep
+  # later::loop_empty() FALSE, which shiny::testServer() waits for.
+  trip_elsewhere <- function() {
     cb <- local_shared_breaker(store, "otel-shared", args)
+    core <- core_of(cb)
     # No listener: the reporter alone makes the poll run.
     expect_identical(listener_count(cb), 0L)
     tripper <- shared_child(store, "otel-shared", args, function(cb, extra) {
@@ -125,16 +129,22 @@ test_that("a transition another process makes reaches this process's report thro
     })
     expect_identical(collect_children(list(tripper))[[1]], "OPEN")
     # This process makes no call: only the event loop runs (bounded).
-    heard <- function() core_of(cb)$seen_transition > 0
     deadline <- Sys.time() + 10
-    while (!heard() && Sys.time() < deadline) later::run_now(0.05)
-    heard()
-  }, what = "metrics")
-  expect_true(recorded$value)
+    while (core$seen_transition == 0 && Sys.time() < deadline) later::run_now(0.05)
+    list(heard = core$seen_transition > 0, core = rlang::new_weakref(core))
+  }
+  recorded <- otel_record(trip_elsewhere(), what = "metrics")
+  expect_true(recorded$value$heard)
   state <- otel_points(recorded$metrics, "circuit_breaker.state")
   last <- stats::setNames(state$value, state$circuit_breaker.state)
   expect_identical(unname(last[c("OPEN", "CLOSED")]), c(1, 0))
   expect_true(all(state$circuit_breaker.name == "otel-shared"))
   # The child's calls are its own: this process counted none.
   expect_null(otel_points(recorded$metrics, "circuit_breaker.calls"))
+
+  # Gone from the registry and from every frame, the breaker is collected,
+  # and its poll, which holds it weakly, sees that and stops.
+  gc()
+  expect_null(rlang::wref_key(recorded$value$core))
+  for (i in 1:10) later::run_now(0.05)
 })
