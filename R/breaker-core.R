@@ -12,6 +12,8 @@
 #                         binding is 56 bytes (read them with r_setting())
 #   listeners, next_listener_id, seen_transition
 #                         listeners (breaker-events.R); created on first $on()
+#   reporter              NULL, or the OpenTelemetry reporting (otel.R), which
+#                         hears events as listeners do (breaker-events.R)
 #   view                  a weak reference to the R6 object (breaker_view())
 #   used                  registry recency (registry.R)
 #

@@ -32,13 +32,30 @@ NULL
 
 breaker_event_types <- c("state_change", "success", "failure", "ignored", "rejected")
 
-# Listeners live in the breaker's core. The C++ core keeps one flag, whether
-# there are any (so that a rejection with a zero-argument fallback needs
-# nothing from R); set_listeners() is the one place that changes the list, and
-# it sets the flag from it.
+# Listeners live in the breaker's core, next to at most one reporter (the
+# OpenTelemetry reporting of otel.R, `core$reporter`: a list of functions by
+# event, called before the listeners and never seen by $on()/$off()). The C++
+# core keeps one flag, whether anybody hears events (so that a rejection with
+# a zero-argument fallback needs nothing from R); update_listening() is the
+# one place that sets it, from the two.
+update_listening <- function(core) {
+  cb_set_listening(core$ptr, hears_events(core))
+}
+
+hears_events <- function(core) length(core$listeners) > 0L || !is.null(core$reporter)
+
 set_listeners <- function(core, listeners) {
   core$listeners <- listeners
-  cb_set_listening(core$ptr, length(listeners) > 0L)
+  update_listening(core)
+}
+
+# Makes `reporter` (a list of functions by event type) hear this core's
+# events from now on.
+set_reporter <- function(core, reporter) {
+  if (!hears_events(core)) core$seen_transition <- cb_snapshot(core$ptr)$transitions
+  core$reporter <- reporter
+  update_listening(core)
+  watch_shared_transitions(core)
 }
 
 breaker_on <- function(core, event, callback, call) {
@@ -47,7 +64,7 @@ breaker_on <- function(core, event, callback, call) {
                        event, call = call)
   }
   check_function(callback, "callback", call = call)
-  if (length(core$listeners) == 0L) {
+  if (!hears_events(core)) {
     # Only transitions from now on are reported.
     core$seen_transition <- cb_snapshot(core$ptr)$transitions
   }
@@ -63,15 +80,17 @@ breaker_off <- function(core, id, call) {
     abort_bad_argument("id", "a listener id returned by `$on()`", id, call = call)
   }
   ids <- vapply(core$listeners, function(l) l$id, integer(1))
-  found <- ids == id & ids != 0L  # id 0: OpenTelemetry's reporting (otel.R)
+  found <- ids == id
   set_listeners(core, core$listeners[!found])
   invisible(any(found))
 }
 
-# Calls the listeners of `event` with the arguments they accept, after
-# reporting any transition the core made first.
+# Tells the reporter, then the listeners of `event` (with the arguments they
+# accept), after reporting any transition the core made first.
 emit <- function(core, event, ...) {
   emit_transitions(core)
+  report <- core$reporter[[event]]
+  if (!is.null(report)) call_reporter(report, event, ...)
   args <- list(...)
   for (listener in core$listeners) {
     if (identical(listener$event, event)) {
@@ -87,7 +106,9 @@ emit_transitions <- function(core) {
   n <- length(tr$seq)
   if (n == 0L) return(invisible(NULL))
   core$seen_transition <- tr$seq[[n]]
+  report <- core$reporter$state_change
   for (i in seq_len(n)) {
+    if (!is.null(report)) call_reporter(report, "state_change", tr$from[[i]], tr$to[[i]])
     for (listener in core$listeners) {
       if (identical(listener$event, "state_change")) {
         call_listener(listener$callback, "state_change",
@@ -113,6 +134,11 @@ watch_shared_transitions <- function(core) {
 }
 
 schedule_transition_poll <- function(ref) {
+  # Forced here, not in the callback: an unforced argument would keep the
+  # caller's frame, which holds the core (watch_shared_transitions()'s, then
+  # each poll's), and so the core alive for as long as it is polled, which
+  # is forever.
+  force(ref)
   interval <- getOption("circuitbreaker.host_poll_interval", 0.5)
   if (!is.numeric(interval) || length(interval) != 1L || !isTRUE(interval > 0)) interval <- 0.5
   later::later(function() poll_shared_transitions(ref), interval)
@@ -122,7 +148,7 @@ schedule_transition_poll <- function(ref) {
 poll_shared_transitions <- function(ref) {
   core <- rlang::wref_key(ref)
   if (is.null(core)) return(invisible())
-  if (length(core$listeners) == 0L) {
+  if (!hears_events(core)) {
     core$watching <- FALSE
     return(invisible())
   }
@@ -133,6 +159,17 @@ poll_shared_transitions <- function(ref) {
   }, circuit_breaker_error = function(e) FALSE)
   if (ok) schedule_transition_poll(ref) else core$watching <- FALSE
   invisible()
+}
+
+# A reporter's functions take the event's arguments as emit() gives them: no
+# formals() matching, no do.call() and no breaker view, since it runs on every
+# call. Its errors (otelsdk's, say, once its provider is shut down) are
+# reported like a listener's: a call never fails because reporting did.
+call_reporter <- function(report, event, ...) {
+  tryCatch(
+    report(...),
+    error = function(e) warning(listener_warning(event, e))
+  )
 }
 
 call_listener <- function(callback, event, args) {

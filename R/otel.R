@@ -33,8 +33,9 @@
 #' created while otel is off (or not installed) never reports, and costs
 #' exactly what it costs without this feature: nothing is attached to it, and
 #' its calls take the same path (bench/RESULTS.md measures it). When on, the
-#' reports are made by listeners of the same kind [breaker_events] describes,
-#' so a breaker that reports also builds the condition of each rejection. Set
+#' breaker hears its own events, as it does for the listeners [breaker_events]
+#' describes (which never see the reporting), so a breaker that reports also
+#' builds the condition of each rejection. Set
 #' `options(circuitbreaker.otel = FALSE)` to keep breakers from reporting even
 #' when OpenTelemetry is on.
 #'
@@ -77,18 +78,16 @@ otel_instruments <- function() {
   )
 }
 
-# Attaches the reporting listeners to a new core when otel_wanted(). They use
-# listener id 0 (ids from $on() start at 1) and are kept by $off() of any
-# other id.
+# Makes a new core report through OpenTelemetry when otel_wanted(): its
+# reporter (breaker-events.R) hears every event before the listeners, and is
+# not one of them, so $on()/$off() never see it.
 otel_attach <- function(core) {
   if (!otel_wanted()) return(invisible(core))
   inst <- otel_instruments()
   name <- core$name %||% ""
   count <- function(outcome) {
-    force(outcome)
-    function() {
-      inst$calls$add(1L, attributes = list(circuit_breaker.name = name, circuit_breaker.outcome = outcome))
-    }
+    attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = outcome)
+    function(...) inst$calls$add(1L, attributes = attributes)
   }
   on_state_change <- function(from, to) {
     inst$state$record(0L, attributes = list(circuit_breaker.name = name, circuit_breaker.state = from))
@@ -99,27 +98,25 @@ otel_attach <- function(core) {
       ))
     }
   }
-  on_rejected <- function(retry_after, breaker) {
-    inst$calls$add(1L, attributes = list(circuit_breaker.name = name, circuit_breaker.outcome = "rejected"))
+  rejected_attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = "rejected")
+  on_rejected <- function(retry_after, ...) {
+    inst$calls$add(1L, attributes = rejected_attributes)
     if (inst$tracing) {
-      attributes <- list(circuit_breaker.name = name, circuit_breaker.state = breaker$state)
+      attributes <- list(circuit_breaker.name = name, circuit_breaker.state = cb_state(core$ptr))
       if (is.numeric(retry_after) && length(retry_after) == 1L && is.finite(retry_after)) {
         attributes$circuit_breaker.retry_after <- as.double(retry_after)
       }
       otel_span_event("circuit_breaker.rejected", attributes)
     }
   }
-  listeners <- list(
-    list(id = 0L, event = "success", callback = count("success")),
-    list(id = 0L, event = "failure", callback = count("failure")),
-    list(id = 0L, event = "ignored", callback = count("ignored")),
-    list(id = 0L, event = "rejected", callback = on_rejected),
-    list(id = 0L, event = "state_change", callback = on_state_change)
-  )
-  core$seen_transition <- cb_snapshot(core$ptr)$transitions
-  set_listeners(core, c(core$listeners, listeners))
+  set_reporter(core, list(
+    success = count("success"),
+    failure = count("failure"),
+    ignored = count("ignored"),
+    rejected = on_rejected,
+    state_change = on_state_change
+  ))
   inst$state$record(1L, attributes = list(circuit_breaker.name = name, circuit_breaker.state = cb_state(core$ptr)))
-  watch_shared_transitions(core)
   invisible(core)
 }
 

@@ -1,7 +1,8 @@
 # OpenTelemetry reporting (R/otel.R), recorded with otelsdk's in-memory
 # providers; and nothing attached when OpenTelemetry is off or absent.
 
-listener_count <- function(cb) length(environment(cb$execute)$core$listeners)
+core_of <- function(cb) environment(cb$execute)$core
+listener_count <- function(cb) length(core_of(cb)$listeners)
 
 test_that("with OpenTelemetry off or absent, nothing is attached to a breaker", {
   # Lane 1 has no otel; lane 2 has it, with no exporter configured.
@@ -10,9 +11,11 @@ test_that("with OpenTelemetry off or absent, nothing is attached to a breaker", 
   }
   cb <- local_breaker(failure_threshold = 1, recovery_timeout = 1e6)
   expect_identical(listener_count(cb), 0L)
+  expect_null(core_of(cb)$reporter)
   cb$execute(fail, fallback)
   expect_identical(cb$execute(fail, fallback), "fallback")
   expect_identical(listener_count(cb), 0L)
+  expect_null(core_of(cb)$reporter)
 })
 
 test_that("calls, state and transitions are reported through otel", {
@@ -71,17 +74,23 @@ test_that("a breaker that reports keeps its listeners apart from $on()/$off()", 
   recorded <- otel_record({
     cb <- local_breaker(failure_threshold = 1)
     heard <- character()
+    expect_identical(listener_count(cb), 0L)
     id <- cb$on("failure", function() heard <<- c(heard, "failure"))
+    expect_identical(listener_count(cb), 1L)
     expect_false(cb$off(0))
     cb$execute(fail, fallback)
     expect_true(cb$off(id))
+    expect_identical(listener_count(cb), 0L)
     cb$reset()
     cb$execute(fail, fallback)
+    # With no listener left, the reporter still hears the rejection.
+    expect_identical(cb$execute(function() "never made", function() "fallback"), "fallback")
     heard
   }, what = "metrics")
   expect_identical(recorded$value, "failure")
   calls <- otel_points(recorded$metrics, "circuit_breaker.calls")
   expect_identical(calls$value[calls$circuit_breaker.outcome == "failure"], 2)
+  expect_identical(calls$value[calls$circuit_breaker.outcome == "rejected"], 1)
   expect_identical(unique(calls$circuit_breaker.name), "")
 })
 
@@ -96,4 +105,46 @@ test_that("options(circuitbreaker.otel = FALSE) keeps breakers from reporting", 
   }, what = "metrics")
   expect_identical(recorded$value, 0L)
   expect_null(otel_points(recorded$metrics, "circuit_breaker.calls"))
+})
+
+test_that("a transition another process makes reaches this process's report through later", {
+  skip_if_not_installed("otel", "0.2.0")
+  skip_if_not_installed("otelsdk", "0.2.4")
+  skip_if_not_installed("later")
+  skip_if_not_installed("callr")
+  withr::local_options(circuitbreaker.otel = NULL, circuitbreaker.host_poll_interval = 0.05)
+  store <- local_host_store()
+  args <- host_args(failure_threshold = 2, recovery_timeout = 1e6)
+  # The breaker lives in this function only, so that the test can check
+  # that its poll ends with it: a poll left on later's loop would keep
+  # later::loop_empty() FALSE, which shiny::testServer() waits for.
+  trip_elsewhere <- function() {
+    cb <- local_shared_breaker(store, "otel-shared", args)
+    core <- core_of(cb)
+    # No listener: the reporter alone makes the poll run.
+    expect_identical(listener_count(cb), 0L)
+    tripper <- shared_child(store, "otel-shared", args, function(cb, extra) {
+      for (i in 1:2) cb$execute(function() stop("down"), function() "fallback")
+      cb$state
+    })
+    expect_identical(collect_children(list(tripper))[[1]], "OPEN")
+    # This process makes no call: only the event loop runs (bounded).
+    deadline <- Sys.time() + 10
+    while (core$seen_transition == 0 && Sys.time() < deadline) later::run_now(0.05)
+    list(heard = core$seen_transition > 0, core = rlang::new_weakref(core))
+  }
+  recorded <- otel_record(trip_elsewhere(), what = "metrics")
+  expect_true(recorded$value$heard)
+  state <- otel_points(recorded$metrics, "circuit_breaker.state")
+  last <- stats::setNames(state$value, state$circuit_breaker.state)
+  expect_identical(unname(last[c("OPEN", "CLOSED")]), c(1, 0))
+  expect_true(all(state$circuit_breaker.name == "otel-shared"))
+  # The child's calls are its own: this process counted none.
+  expect_null(otel_points(recorded$metrics, "circuit_breaker.calls"))
+
+  # Gone from the registry and from every frame, the breaker is collected,
+  # and its poll, which holds it weakly, sees that and stops.
+  gc()
+  expect_null(rlang::wref_key(recorded$value$core))
+  for (i in 1:10) later::run_now(0.05)
 })

@@ -188,6 +188,29 @@ test_that("another process's transitions reach this one's listeners: on the next
   expect_identical(seen, list(c("CLOSED", "OPEN")))
 })
 
+test_that("a shared breaker with listeners that nobody holds is collected, and its poll ends", {
+  skip_if_not_installed("later")
+  withr::local_options(circuitbreaker.host_poll_interval = 0.05)
+  store <- local_host_store()
+  # Returns a weak reference to the core of a breaker that has a listener
+  # (so later polls the shared log for it), after `polls` turns of the event
+  # loop, and once the breaker is out of the registry and out of reach.
+  listened_to <- function(polls) {
+    cb <- local_shared_breaker(store, "collected", host_args())
+    cb$on("state_change", function(from, to) NULL)
+    for (i in seq_len(polls)) later::run_now(0.05)
+    rlang::new_weakref(environment(cb$execute)$core)
+  }
+  for (polls in c(0L, 5L)) {
+    ref <- listened_to(polls)
+    gc()
+    # A poll used to keep the core alive, and so itself, for ever.
+    expect_null(rlang::wref_key(ref), label = paste("the core after", polls, "polls"))
+    # The next poll finds the core gone and does not come back.
+    for (i in 1:5) later::run_now(0.05)
+  }
+})
+
 test_that("the state outlives every process; breaker_store_unlink() starts afresh", {
   store <- local_host_store()
   args <- host_args(failure_threshold = 1)
