@@ -114,7 +114,7 @@ api_circuit_breakers <- function(api, path = "/circuit-breakers", authorize = NU
   }
   web_check_path(path, call = call)
   web_check_authorize(authorize, call = call)
-  json <- list(`application/json` = plumber2::format_unboxed(na = "null", digits = NA))
+  json <- list(`application/json` = api_cb_json_format())
 
   api <- plumber2::api_get(api, path, function(response, ...) {
     response$set_header("Cache-Control", "no-store")
@@ -138,6 +138,10 @@ api_circuit_breakers <- function(api, path = "/circuit-breakers", authorize = NU
   }
   api_cb_guard_on_start(api)
 }
+
+# The JSON formatter of every answer: unboxed scalars, NA as null, full
+# precision (what plumber's pr_cb_json_serializer() does).
+api_cb_json_format <- function() plumber2::format_unboxed(na = "null", digits = NA)
 
 api_cb_control_handler <- function(action, authorize) {
   force(action)
@@ -215,6 +219,6 @@ api_cb_reject <- function(response, open) {
   response$body <- answer$body
   # Formatted now, so that the formatter the handler's serializers set (which
   # may not be JSON) is not used.
-  response$format(json = plumber2::format_unboxed(na = "null", digits = NA), default = "json")
+  response$format(json = api_cb_json_format(), default = "json")
   plumber2::Break
 }

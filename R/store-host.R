@@ -63,6 +63,13 @@
 #' about a second when an event loop runs (plumber, Shiny, or anything that
 #' runs `later`'s loop): a breaker with listeners checks the shared log once
 #' every `getOption("circuitbreaker.host_poll_interval", 0.5)` seconds.
+#' (So does a breaker that reports through OpenTelemetry, [breaker_otel].)
+#' The check holds the breaker weakly: it stops once the breaker has no
+#' listeners left or has been garbage-collected. While it runs,
+#' `later::loop_empty()` is `FALSE`, so code that waits for an empty event
+#' loop, such as `shiny::testServer()` flushing a session, waits for as long
+#' as such a breaker lives: in such tests, remove the listeners with `$off()`
+#' (or give the breaker no listeners) before the session flushes.
 #'
 #' @section Crash safety:
 #' A process may be killed at any moment (`SIGKILL`, the out-of-memory
