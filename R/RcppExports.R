@@ -113,6 +113,14 @@ cb_host_info <- function(ptr) {
     .Call(`_circuitbreaker_cb_host_info`, ptr)
 }
 
+cb_host_check_directory <- function(path) {
+    .Call(`_circuitbreaker_cb_host_check_directory`, path)
+}
+
+cb_host_default_directory <- function() {
+    .Call(`_circuitbreaker_cb_host_default_directory`)
+}
+
 cb_segment_info <- function(path) {
     .Call(`_circuitbreaker_cb_segment_info`, path)
 }

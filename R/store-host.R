@@ -125,14 +125,32 @@ breaker_store_host <- function(path = NULL) {
       call = rlang::current_call()
     )
   }
+  must <- "NULL or an existing directory this process can write to"
   if (is.null(path)) {
-    path <- "/dev/shm"
+    # The core makes (or checks) this user's directory under /dev/shm.
+    verdict <- cb_host_default_directory()
   } else {
     check_string(path)
+    if (!dir.exists(path)) abort_bad_argument("path", must, path, call = rlang::current_call())
+    verdict <- cb_host_check_directory(path)
   }
-  if (!dir.exists(path) || file.access(path, 2L) != 0L) {
-    abort_bad_argument("path", "NULL or an existing directory this process can write to", path,
-                       call = rlang::current_call())
+  if (identical(verdict[[1]], "untrusted")) {
+    abort_host_untrusted(verdict[[2]], verdict[[3]], call = rlang::current_call())
+  }
+  if (identical(verdict[[1]], "os_error")) {
+    if (!is.null(path)) abort_bad_argument("path", must, path, call = rlang::current_call())
+    cli::cli_abort(
+      c("Cannot make the default host store directory {.file {verdict[[2]]}}: {verdict[[3]]}.",
+        i = "Give a directory of your own with {.arg path}."),
+      class = c("circuit_breaker_store_os_error", "circuit_breaker_store_error", "circuit_breaker_error"),
+      path = verdict[[2]],
+      reason = "os_error",
+      call = rlang::current_call()
+    )
+  }
+  path <- verdict[[2]]
+  if (file.access(path, 2L) != 0L) {
+    abort_bad_argument("path", must, path, call = rlang::current_call())
   }
   structure(list(kind = "host", path = normalizePath(path, mustWork = TRUE)),
             class = c("circuit_breaker_store_host", "circuit_breaker_store"))
@@ -251,6 +269,28 @@ abort_host_store <- function(path, reason, message, argument = NULL, call = NULL
     path = path,
     reason = reason,
     argument = argument,
+    call = call
+  )
+}
+
+# Raised when the core refuses a file or directory of a host store as not
+# this user's (store_files.hpp): `path` is what it refused and `reason` its
+# words; `segment` is the breaker's segment file when a breaker was being
+# created (then `path` is that file or its directory).
+abort_host_untrusted <- function(path, reason, segment = NULL, call = NULL) {
+  what <- if (identical(path, segment)) "host store file" else "host store directory"
+  cli::cli_abort(
+    c("Refusing to use {what} {.file {path}}: {reason}.",
+      i = paste("A host store uses only what this user made: segment files that are regular files",
+                "of this user with mode 0600 (never a link), in directories of this user or root that",
+                "only they can change (sticky when others may write)."),
+      i = paste("Another user may have put it there. Remove it (as its owner or root), or give",
+                "{.fn breaker_store_host} a {.arg path} of your own.")),
+    class = c("circuit_breaker_store_untrusted", "circuit_breaker_store_error", "circuit_breaker_error"),
+    path = path,
+    reason = "untrusted",
+    detail = reason,
+    segment = segment,
     call = call
   )
 }

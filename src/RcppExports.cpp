@@ -292,6 +292,25 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_host_check_directory
+Rcpp::CharacterVector cb_host_check_directory(SEXP path);
+RcppExport SEXP _circuitbreaker_cb_host_check_directory(SEXP pathSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type path(pathSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_host_check_directory(path));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_host_default_directory
+Rcpp::CharacterVector cb_host_default_directory();
+RcppExport SEXP _circuitbreaker_cb_host_default_directory() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_host_default_directory());
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_segment_info
 SEXP cb_segment_info(SEXP path);
 RcppExport SEXP _circuitbreaker_cb_segment_info(SEXP pathSEXP) {
@@ -407,6 +426,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_segment_breaker_names", (DL_FUNC) &_circuitbreaker_cb_segment_breaker_names, 1},
     {"_circuitbreaker_cb_store_kind", (DL_FUNC) &_circuitbreaker_cb_store_kind, 1},
     {"_circuitbreaker_cb_host_info", (DL_FUNC) &_circuitbreaker_cb_host_info, 1},
+    {"_circuitbreaker_cb_host_check_directory", (DL_FUNC) &_circuitbreaker_cb_host_check_directory, 1},
+    {"_circuitbreaker_cb_host_default_directory", (DL_FUNC) &_circuitbreaker_cb_host_default_directory, 0},
     {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},

@@ -72,10 +72,49 @@ SEXP cb_host_info(SEXP ptr) {
       Rcpp::Named("tracks_probe_owners") = host->tracks_owners());
 }
 
+// What the core says about a store directory, for R to raise or use:
+// c(status, path, detail), status "ok" (path: the directory), "untrusted"
+// (path: the directory refused, detail: why) or "os_error" (detail: the
+// system's message).
+Rcpp::CharacterVector directory_verdict(int err, const std::string& path,
+                                        const circuitbreaker::StoreRefusal& refused) {
+  if (err == circuitbreaker::kStoreUntrusted) {
+    return Rcpp::CharacterVector::create("untrusted", refused.path, refused.reason);
+  }
+  if (err != 0) return Rcpp::CharacterVector::create("os_error", path, std::strerror(err));
+  return Rcpp::CharacterVector::create("ok", path, "");
+}
+
+// Checks a directory given as a host store's `path` (the core's
+// check_store_directory()).
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_host_check_directory(SEXP path) {
+  if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 ||
+      STRING_ELT(path, 0) == NA_STRING) {
+    cbr::abort_argument("path", "a single string", path);
+  }
+  const std::string dir = CHAR(STRING_ELT(path, 0));
+  circuitbreaker::StoreRefusal refused;
+  const int err = circuitbreaker::check_store_directory(dir, &refused);
+  return directory_verdict(err, dir, refused);
+}
+
+// The default host store directory of this user, created if missing and
+// checked (the core's default_store_directory(), ensure_private_directory()).
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_host_default_directory() {
+  const std::string dir = circuitbreaker::default_store_directory();
+  circuitbreaker::StoreRefusal refused;
+  const int err = circuitbreaker::ensure_private_directory(dir, &refused);
+  return directory_verdict(err, dir, refused);
+}
+
 // Reads a segment file without attaching to it (nothing is created or
-// written): its status, and when it is a segment of this layout, its state
-// and creator. For listing a store's directory; the judgement is the core's
-// inspect_segment().
+// written; the file is opened read-only, never through a link, and mapped
+// read-only, only when the core's checks find it ours): its status, and when
+// it is a segment of this layout, its state and creator. For listing a
+// store's directory; the judgements are the core's (store_files.hpp,
+// inspect_segment()).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_segment_info(SEXP path) {
   if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 ||
@@ -88,8 +127,12 @@ SEXP cb_segment_info(SEXP path) {
   bool has_state = false;
   circuitbreaker::AdmissionView view;
   circuitbreaker::SegmentMapping map;
-  const int err = map.open_file(CHAR(STRING_ELT(path, 0)), 0, false);
-  if (err != 0) {
+  circuitbreaker::StoreRefusal refused;
+  const int err = map.open_file_readonly(CHAR(STRING_ELT(path, 0)), &refused);
+  if (err == circuitbreaker::kStoreUntrusted) {
+    status = "untrusted: " + refused.reason;
+    if (refused.path != CHAR(STRING_ELT(path, 0))) status += " (" + refused.path + ")";
+  } else if (err != 0) {
     status = std::string("unreadable: ") + std::strerror(err);
   } else {
     size = static_cast<double>(map.size());

@@ -67,6 +67,14 @@ void abort_invalid_object(const char* what) {
 
 void abort_host_store(const std::string& path,
                       const circuitbreaker::HostBreaker::OpenResult& r) {
+  if (r.untrusted.refused()) {
+    // The core's verdict: the file or directory it refused, and why.
+    SEXP refused = PROTECT(Rf_mkString(r.untrusted.path.c_str()));
+    SEXP reason = PROTECT(Rf_mkString(r.untrusted.reason.c_str()));
+    SEXP segment = PROTECT(Rf_mkString(path.c_str()));
+    call_abort(PROTECT(
+        Rf_lang4(Rf_install("abort_host_untrusted"), refused, reason, segment)));
+  }
   const bool os = r.error != 0;
   SEXP args = PROTECT(Rf_allocVector(VECSXP, 4));
   SET_VECTOR_ELT(args, 0, Rf_mkString(path.c_str()));

@@ -230,7 +230,8 @@ SEXP make_clock_pointer(Nanos start);
 [[noreturn]] void abort_invalid_object(const char* what);
 
 // Raises the R error for a host segment that could not be opened or attached
-// (R's abort_host_store(): the class names the reason).
+// (R's abort_host_store(): the class names the reason), or whose file or
+// directory the core refused as not ours (R's abort_host_untrusted()).
 [[noreturn]] void abort_host_store(const std::string& path,
                                    const circuitbreaker::HostBreaker::OpenResult& r);
 

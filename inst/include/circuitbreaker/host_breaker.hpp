@@ -5,7 +5,8 @@
 //
 //   HostBreaker hb;
 //   HostBreaker::OpenResult r = hb.open("/dev/shm/cb-inventory", config, now);
-//   if (!r.ok()) ...;   // r.status, r.error (errno), r.differing_field
+//   if (!r.ok()) ...;   // r.status, r.error (errno), r.differing_field,
+//                       // r.untrusted (a file or directory not ours)
 //   Admission a = hb.acquire(now);
 //   ... the call ...
 //   hb.record(a.permit, outcome, now);
@@ -105,20 +106,29 @@ class HostBreaker {
     SegmentStatus status = SegmentStatus::Corrupt;
     int error = 0;             // an errno from opening or mapping the file; 0: none
     int differing_field = -1;  // WrongConfig: the kConfigFields index that differs
-    bool ok() const noexcept { return error == 0 && segment_ok(status); }
+    // The file or directory refused as not ours, and why (store_files.hpp);
+    // then `error` is 0 and `status` means nothing.
+    StoreRefusal untrusted;
+    bool ok() const noexcept {
+      return error == 0 && !untrusted.refused() && segment_ok(status);
+    }
   };
 
   HostBreaker() noexcept = default;
   HostBreaker(const HostBreaker&) = delete;
   HostBreaker& operator=(const HostBreaker&) = delete;
 
-  // Opens the segment file at `path`, creating and initialising it if it is
-  // missing or empty, and attaches to it. On failure nothing stays open.
+  // Opens the segment file at `path`, creating (exclusively) and
+  // initialising it if it is missing or empty, and attaches to it. A file or
+  // directory that is not ours is refused (r.untrusted says which and why).
+  // On failure nothing stays open.
   OpenResult open(const std::string& path, const Config& config, Nanos now) {
     OpenResult r;
     close();
     const Settings settings = make_settings(config);
-    r.error = mapping_.open_file(path.c_str(), sizeof(Segment));
+    const int err = mapping_.open_file(path.c_str(), sizeof(Segment), true, &r.untrusted);
+    if (err == kStoreUntrusted) return r;
+    r.error = err;
     if (r.error != 0) return r;
     r.status = init_or_attach(mapping_.data(), mapping_.size(), config, settings, now,
                               current_process());

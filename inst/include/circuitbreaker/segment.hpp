@@ -95,6 +95,7 @@
 #include "config_fields.hpp"
 #include "shared_lock.hpp"
 #include "state.hpp"
+#include "store_files.hpp"
 #include "types.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -729,35 +730,102 @@ class SegmentMapping {
   }
   ~SegmentMapping() { close(); }
 
-  // Opens `path` (created 0600 if missing, unless `create` is false) and
-  // maps it. An empty file is first grown to `size` (zero-filled); a file
-  // that has a size is mapped at that size, whatever `size` says, for
-  // init_or_attach() to judge. Returns 0 or an errno value.
-  int open_file(const char* path, std::size_t size, bool create = true) noexcept {
+  // Opens `path` (created exclusively, mode 0600, if missing, unless
+  // `create` is false) and maps it read-write. An existing file is used only
+  // when it is ours (store_files.hpp: a regular file of this effective user
+  // with no group/other permission bits, not reached through a link, in a
+  // directory nobody else can change); else kStoreUntrusted is returned and
+  // `refused` (when given) names the file or directory and says why. A file
+  // created here is grown to `size` (zero-filled); a file that has a size is
+  // mapped at that size, whatever `size` says, for init_or_attach() to judge.
+  // Returns 0, an errno value or kStoreUntrusted.
+  int open_file(const char* path, std::size_t size, bool create = true,
+                StoreRefusal* refused = nullptr) noexcept {
 #if CIRCUITBREAKER_HAS_POSIX_MAP
     close();
-    const int fd = ::open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-    if (fd < 0) return errno;
-    return map_fd(fd, size);
+    int fd = -1;
+    try {
+      if (const int err = open_segment_file(path, create, true, &fd, refused)) return err;
+    } catch (...) {  // std::bad_alloc from a path or a reason
+      if (fd >= 0) ::close(fd);
+      return ENOMEM;
+    }
+    return map_fd(fd, size, true);
 #else
     (void)path;
     (void)size;
     (void)create;
+    (void)refused;
+    return ENOTSUP;
+#endif
+  }
+
+  // Maps an existing segment file read-only (PROT_READ), for looking at it
+  // without changing it (listing a store): never creates, never writes, and
+  // refuses what open_file() refuses. Returns 0, an errno value or
+  // kStoreUntrusted.
+  int open_file_readonly(const char* path, StoreRefusal* refused = nullptr) noexcept {
+#if CIRCUITBREAKER_HAS_POSIX_MAP
+    close();
+    int fd = -1;
+    try {
+      if (const int err = open_segment_file(path, false, false, &fd, refused)) return err;
+    } catch (...) {
+      if (fd >= 0) ::close(fd);
+      return ENOMEM;
+    }
+    return map_fd(fd, 0, false);
+#else
+    (void)path;
+    (void)refused;
     return ENOTSUP;
 #endif
   }
 
   // The same for a POSIX shared-memory object (`name` as shm_open wants it:
-  // "/something", no other slash).
-  int open_shm(const char* name, std::size_t size) noexcept {
+  // "/something", no other slash), with the same rules: created
+  // exclusively, an existing one opened without following a link or
+  // blocking and kept only when fstat() says it is ours.
+  int open_shm(const char* name, std::size_t size,
+               StoreRefusal* refused = nullptr) noexcept {
 #if CIRCUITBREAKER_HAS_POSIX_MAP
     close();
-    const int fd = ::shm_open(name, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) return errno;
-    return map_fd(fd, size);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      int fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+      if (fd >= 0) {
+        (void)::fchmod(fd, 0600);  // whatever the umask
+        return map_fd(fd, size, true);
+      }
+      if (errno != EEXIST) return errno;
+      fd = ::shm_open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0600);
+      if (fd < 0) {
+        if (errno == ENOENT) continue;  // removed in between: create it
+        if (errno == ELOOP) return refuse_shm(refused, name, "it is a symbolic link");
+        return errno;
+      }
+      struct stat sb;
+      if (::fstat(fd, &sb) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+      }
+      try {
+        const std::string problem = segment_file_problem(sb, ::geteuid());
+        if (!problem.empty()) {
+          ::close(fd);
+          return refuse_shm(refused, name, problem.c_str());
+        }
+      } catch (...) {
+        ::close(fd);
+        return ENOMEM;
+      }
+      return map_fd(fd, size, true);
+    }
+    return ENOENT;
 #else
     (void)name;
     (void)size;
+    (void)refused;
     return ENOTSUP;
 #endif
   }
@@ -778,13 +846,15 @@ class SegmentMapping {
 
  private:
 #if CIRCUITBREAKER_HAS_POSIX_MAP
-  int map_fd(int fd, std::size_t size) noexcept {
+  // Maps the whole file open as `fd` (an empty one, when `writable`, first
+  // grown to `size`) and closes `fd`.
+  int map_fd(int fd, std::size_t size, bool writable) noexcept {
     struct stat sb;
     int err = 0;
     if (::fstat(fd, &sb) != 0) {
       err = errno;
     } else if (sb.st_size == 0) {
-      if (size == 0) {
+      if (size == 0 || !writable) {
         err = EINVAL;
       } else if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
         err = errno;
@@ -793,7 +863,8 @@ class SegmentMapping {
       size = static_cast<std::size_t>(sb.st_size);
     }
     if (err == 0) {
-      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+      void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
       if (p == MAP_FAILED) {
         err = errno;
       } else {
@@ -803,6 +874,19 @@ class SegmentMapping {
     }
     ::close(fd);
     return err;
+  }
+
+  static int refuse_shm(StoreRefusal* refused, const char* name,
+                        const char* reason) noexcept {
+    if (refused != nullptr) {
+      try {
+        refused->path = name;
+        refused->reason = reason;
+      } catch (...) {
+        return ENOMEM;
+      }
+    }
+    return kStoreUntrusted;
   }
 #endif
 
