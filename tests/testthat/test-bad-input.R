@@ -80,6 +80,7 @@ test_that("the registry functions reject bad input", {
 
 test_that("the host store functions reject bad input", {
   skip_if_not(circuitbreaker:::cb_host_supported(), "host-shared breakers need Linux")
+  local_default_store_directory()  # breaker_store_host() makes it: removed after
   walk_exported("store", must_be = TRUE)
 })
 

@@ -273,14 +273,18 @@ test_that("a shared breaker needs a name and the host's clock; stores are checke
 test_that("bad segment files get classed errors, and nothing crashes", {
   store <- local_host_store()
   path <- function(name) file.path(store$path, circuitbreaker:::cb_segment_file_name(name))
+  # Files written here are ours, but must have mode 0600 to be looked at.
+  private <- function(file) Sys.chmod(file, "0600", use_umask = FALSE)
   # Truncated.
   writeBin(as.raw(1:100), path("short"))
+  private(path("short"))
   expect_error(circuit_breaker(name = "short", store = store), class = "circuit_breaker_store_too_small")
   # Not a segment (random bytes of the right size).
   good <- local_shared_breaker(store, "good", host_args())
   size <- file.size(path("good"))
   set.seed(1)
   writeBin(as.raw(sample(0:255, size, replace = TRUE)), path("garbage"))
+  private(path("garbage"))
   expect_error(circuit_breaker(name = "garbage", store = store), class = "circuit_breaker_store_corrupt")
   # Another layout version (the word at byte 8).
   file.copy(path("good"), path("future"))
@@ -290,9 +294,9 @@ test_that("bad segment files get classed errors, and nothing crashes", {
   close(con)
   expect_error(circuit_breaker(name = "future", store = store, failure_threshold = 5, recovery_timeout = 30),
                class = "circuit_breaker_store_wrong_layout")
-  # A directory where the file should be.
+  # A directory where the file should be: not a file of ours.
   dir.create(path("dir"))
-  expect_error(circuit_breaker(name = "dir", store = store), class = "circuit_breaker_store_os_error")
+  expect_error(circuit_breaker(name = "dir", store = store), class = "circuit_breaker_store_untrusted")
   # Listed with their status.
   seg <- breaker_store_segments(store)
   status <- stats::setNames(seg$status, seg$name)
@@ -300,7 +304,7 @@ test_that("bad segment files get classed errors, and nothing crashes", {
   expect_identical(status[["garbage"]], "not a segment")
   expect_identical(status[["future"]], "other layout")
   expect_identical(status[["good"]], "ok")
-  expect_match(status[["dir"]], "^unreadable")
+  expect_identical(status[["dir"]], "untrusted: it is a directory, not a regular file")
   # The good breaker still works.
   expect_identical(good$execute(function() "ok"), "ok")
 })
