@@ -315,7 +315,8 @@ inline int open_segment_file(const std::string& path, bool create, bool writable
                           : slash == 0               ? std::string("/")
                                                      : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (name.empty() || name == "." || name == "..") return EINVAL;
+  if (name.empty()) return ENOENT;  // as open("") says
+  if (name == "." || name == "..") return EINVAL;
   if (const int err = check_store_directory(dir, out)) return err;
   const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return errno;
