@@ -21,11 +21,16 @@
 #' Each breaker is one small file (about 5 KB) in the store's directory, named
 #' `cb-` and the breaker's name (characters other than letters, digits, `_`,
 #' `-` and `.` written as `%XX`), mapped into the memory of every process that
-#' uses it. The default directory is `/dev/shm`, which is memory, not disk.
-#' Give another directory with `path` when processes in several containers
-#' share a memory-backed volume, or because systemd's `RemoveIPC=yes` deletes
-#' a user's files in `/dev/shm` when their last session ends (a service
-#' account running plumber is not affected; a login user's can be).
+#' uses it. The default directory is `/dev/shm/circuitbreaker-<uid>`, where
+#' `<uid>` is the process's effective user id: memory, not disk, and private
+#' to that user (the store creates it with mode 0700; see "Security"). So the
+#' processes that share a breaker must run as the same user (or all give the
+#' same `path`, which must then be theirs too: segment files are readable and
+#' writable by their owner only). Give another directory with `path` when
+#' processes in several containers share a memory-backed volume, or because
+#' systemd's `RemoveIPC=yes` deletes a user's files in `/dev/shm` when their
+#' last session ends (a service account running plumber is not affected; a
+#' login user's can be).
 #'
 #' The state survives the restart of any process, and of all of them, for as
 #' long as the file exists (a file in a directory on disk that outlives a
@@ -35,7 +40,55 @@
 #' sharing the old state among themselves, and the next breaker created
 #' with that name starts afresh. `breaker_store_segments()` lists the files of
 #' a store, with their state and the process that created them; from a shell,
-#' `ls /dev/shm/cb-*` does the same, and `rm` removes them.
+#' `ls /dev/shm/circuitbreaker-$(id -u)/cb-*` does the same, and `rm` removes
+#' them.
+#'
+#' @section Security:
+#' A host-shared breaker can be read and changed by the processes of the
+#' user that created it, and by root: its file has mode 0600 in a directory
+#' that only that user (or root) can change. Nobody else can see its state,
+#' trip it, force it open or reset it.
+#'
+#' The store never opens what another user may have put in its way. A
+#' segment file is created exclusively (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode
+#' 0600); an existing one is opened without following a symbolic link and
+#' without blocking, and used only when the open file is a regular file owned
+#' by this process's effective user with no permission bit for group or
+#' others. Anything else (a symbolic link, even a dangling one or one to a
+#' file of ours; a FIFO, a directory, a file of another user, a file of ours
+#' with mode 0644) is refused with an error of class
+#' `circuit_breaker_store_untrusted` (also `circuit_breaker_store_error`) that
+#' names the file and the reason, when a breaker is created
+#' ([circuit_breaker()], [breaker_for()]); the file is left as it is, and the
+#' process's other breakers go on working. `breaker_store_segments()` opens
+#' files read-only, never through a link, maps them read-only, and shows a
+#' file that fails these checks with the status `"untrusted: <reason>"`
+#' without reading it.
+#'
+#' The default directory, `/dev/shm/circuitbreaker-<uid>`, is created with
+#' mode 0700 when missing. Since any user can create that name in `/dev/shm`
+#' first, an existing one is used only when it is a directory (not a symbolic
+#' link) owned by this user, without write permission for group or others;
+#' else `breaker_store_host()` refuses it (`circuit_breaker_store_untrusted`):
+#' remove it (as root) or give a `path`. A directory given as `path`, and every
+#' directory above it, must be owned by this user or root and, if group or
+#' others may write in it, have the sticky bit (as `/dev/shm` and `/tmp`
+#' have), so that nobody else can remove or replace the files in it; a
+#' symbolic link on the way must be owned by this user or root. This is
+#' checked by `breaker_store_host()` and again whenever a breaker is created.
+#'
+#' What a hostile local user cannot do: adopt one of our breakers (plant a
+#' file we would then use, and force it open), redirect our writes to another
+#' file through a link, create files for us through a dangling link, or
+#' change, read or replace our files or the default directory. What they can
+#' do: fill `/dev/shm` (or the shared directory), so that new breakers cannot
+#' be created (a denial of service, like any shared tmpfs); in a `path` that
+#' others may write to (not the default directory), plant a file under the
+#' name of a breaker we have not created yet, so that creating it fails (with
+#' the error above, naming the file) until someone removes it; and in a
+#' `path` that they may search, see which breaker names exist (the file
+#' names), though not their state. Processes of
+#' the same user trust each other: each can change the shared state.
 #'
 #' @section What is shared and what is not:
 #' The rule arguments of [circuit_breaker()] (`failure_threshold`,
@@ -92,9 +145,10 @@
 #' `circuit_breaker_store_unsupported`: macOS has no robust process-shared
 #' mutexes, and Windows no POSIX shared memory.
 #'
-#' @param path `NULL` for `/dev/shm`, or an existing directory that this
-#'   process may write to. Every process sharing a breaker must use the same
-#'   directory.
+#' @param path `NULL` for this user's directory `/dev/shm/circuitbreaker-<uid>`
+#'   (created if missing), or an existing directory that this process may
+#'   write to, that only this user or root can change (see "Security"). Every
+#'   process sharing a breaker must use the same directory.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
 #'   `"host:port"` key of [breaker_for()]).
 #' @param store A store from `breaker_store_host()`.
