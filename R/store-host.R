@@ -334,7 +334,7 @@ abort_host_store <- function(path, reason, message, argument = NULL, call = NULL
 abort_host_untrusted <- function(path, reason, segment = NULL, call = NULL) {
   what <- if (identical(path, segment)) "host store file" else "host store directory"
   cli::cli_abort(
-    c("Refusing to use {what} {.file {path}}: {reason}.",
+    c(paste("Refusing to use", what, "{.file {path}}: {reason}."),
       i = paste("A host store uses only what this user made: segment files that are regular files",
                 "of this user with mode 0600 (never a link), in directories of this user or root that",
                 "only they can change (sticky when others may write)."),

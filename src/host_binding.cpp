@@ -81,7 +81,8 @@ Rcpp::CharacterVector directory_verdict(int err, const std::string& path,
   if (err == circuitbreaker::kStoreUntrusted) {
     return Rcpp::CharacterVector::create("untrusted", refused.path, refused.reason);
   }
-  if (err != 0) return Rcpp::CharacterVector::create("os_error", path, std::strerror(err));
+  if (err != 0)
+    return Rcpp::CharacterVector::create("os_error", path, std::strerror(err));
   return Rcpp::CharacterVector::create("ok", path, "");
 }
 

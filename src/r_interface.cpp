@@ -72,8 +72,8 @@ void abort_host_store(const std::string& path,
     SEXP refused = PROTECT(Rf_mkString(r.untrusted.path.c_str()));
     SEXP reason = PROTECT(Rf_mkString(r.untrusted.reason.c_str()));
     SEXP segment = PROTECT(Rf_mkString(path.c_str()));
-    call_abort(PROTECT(
-        Rf_lang4(Rf_install("abort_host_untrusted"), refused, reason, segment)));
+    call_abort(
+        PROTECT(Rf_lang4(Rf_install("abort_host_untrusted"), refused, reason, segment)));
   }
   const bool os = r.error != 0;
   SEXP args = PROTECT(Rf_allocVector(VECSXP, 4));

@@ -62,7 +62,8 @@ int open_rw(const std::string& path, cb::StoreRefusal& why, bool create = true) 
 
 }  // namespace
 
-TEST_CASE("segment_file_problem: only a regular file of ours, mode 0600", "[host][store-files]") {
+TEST_CASE("segment_file_problem: only a regular file of ours, mode 0600",
+          "[host][store-files]") {
   TempDir dir;
   REQUIRE(dir.ok());
   const uid_t me = ::geteuid();
@@ -75,7 +76,8 @@ TEST_CASE("segment_file_problem: only a regular file of ours, mode 0600", "[host
   CHECK(cb::segment_file_problem(lstat_of(loose), me) ==
         "its mode 0644 has group/other permission bits (it must be 0600)");
   REQUIRE(::chmod(loose.c_str(), 0640) == 0);
-  CHECK(cb::segment_file_problem(lstat_of(loose), me).find("mode 0640") != std::string::npos);
+  CHECK(cb::segment_file_problem(lstat_of(loose), me).find("mode 0640") !=
+        std::string::npos);
 
   const std::string link = dir.file("link");
   REQUIRE(::symlink(good.c_str(), link.c_str()) == 0);
@@ -83,21 +85,24 @@ TEST_CASE("segment_file_problem: only a regular file of ours, mode 0600", "[host
 
   const std::string fifo = dir.file("fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  CHECK(cb::segment_file_problem(lstat_of(fifo), me) == "it is a FIFO, not a regular file");
+  CHECK(cb::segment_file_problem(lstat_of(fifo), me) ==
+        "it is a FIFO, not a regular file");
 
   const std::string sub = dir.subdir("sub");
   REQUIRE(!sub.empty());
-  CHECK(cb::segment_file_problem(lstat_of(sub), me) == "it is a directory, not a regular file");
+  CHECK(cb::segment_file_problem(lstat_of(sub), me) ==
+        "it is a directory, not a regular file");
 
   // Another owner (the stat of a real file, its owner changed).
   struct stat theirs = lstat_of(good);
   theirs.st_uid = me + 1;
   CHECK(cb::segment_file_problem(theirs, me) ==
-        "it is owned by uid " + std::to_string(me + 1) + ", not by this process's user (uid " +
-            std::to_string(me) + ")");
+        "it is owned by uid " + std::to_string(me + 1) +
+            ", not by this process's user (uid " + std::to_string(me) + ")");
 }
 
-TEST_CASE("store_directory_problem and private_directory_problem", "[host][store-files]") {
+TEST_CASE("store_directory_problem and private_directory_problem",
+          "[host][store-files]") {
   TempDir dir;
   REQUIRE(dir.ok());
   const uid_t me = ::geteuid();
@@ -120,8 +125,10 @@ TEST_CASE("store_directory_problem and private_directory_problem", "[host][store
   struct stat by_other = lstat_of(d);
   by_other.st_uid = me + 1;
   CHECK(cb::store_directory_problem(by_root, me).empty());
-  CHECK(cb::store_directory_problem(by_other, me).find("owned by uid") != std::string::npos);
-  CHECK(cb::private_directory_problem(by_other, me).find("owned by uid") != std::string::npos);
+  CHECK(cb::store_directory_problem(by_other, me).find("owned by uid") !=
+        std::string::npos);
+  CHECK(cb::private_directory_problem(by_other, me).find("owned by uid") !=
+        std::string::npos);
 
   const std::string link = dir.file("link");
   REQUIRE(::symlink(d.c_str(), link.c_str()) == 0);
@@ -190,7 +197,8 @@ TEST_CASE("segments are created exclusively, 0600; an existing one only when our
     write_text(path, "", 0666);
     REQUIRE(::chmod(path.c_str(), 0666) == 0);
     CHECK(open_rw(path, why) == cb::kStoreUntrusted);
-    CHECK(why.reason == "its mode 0666 has group/other permission bits (it must be 0600)");
+    CHECK(why.reason ==
+          "its mode 0666 has group/other permission bits (it must be 0600)");
     CHECK(lstat_of(path).st_size == 0);
   }
   SECTION("a missing file is not created when `create` is false") {
@@ -258,7 +266,8 @@ TEST_CASE("store directories: the walk from / and the private directory",
   REQUIRE(::chmod(open.c_str(), 0700) == 0);
 
   // The private directory: made 0700 when missing, else checked.
-  const std::string mine = dir.file("mine");  // (a file path: removed as a directory below)
+  const std::string mine =
+      dir.file("mine");  // (a file path: removed as a directory below)
   CHECK(cb::ensure_private_directory(mine, &why) == 0);
   CHECK((lstat_of(mine).st_mode & 07777) == 0700);
   CHECK(cb::ensure_private_directory(mine, &why) == 0);

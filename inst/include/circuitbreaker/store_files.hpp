@@ -128,7 +128,8 @@ inline std::string private_directory_problem(const struct stat& sb, uid_t euid) 
   }
   if (sb.st_uid != euid) return store_owner_text(sb.st_uid, euid);
   if ((sb.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return "its mode " + store_mode_text(sb.st_mode) + " lets group or others write in it";
+    return "its mode " + store_mode_text(sb.st_mode) +
+           " lets group or others write in it";
   }
   return std::string();
 }
@@ -220,7 +221,8 @@ inline std::string default_store_directory() {
 // accepts an existing one only when private_directory_problem() finds
 // nothing (checked on a descriptor opened with O_NOFOLLOW). Returns 0, an
 // errno value, or kStoreUntrusted (with `out`).
-inline int ensure_private_directory(const std::string& path, StoreRefusal* out = nullptr) {
+inline int ensure_private_directory(const std::string& path,
+                                    StoreRefusal* out = nullptr) {
   const std::size_t slash = path.find_last_of('/');
   if (path.empty() || path[0] != '/' || slash == std::string::npos ||
       slash + 1 == path.size()) {
@@ -237,7 +239,8 @@ inline int ensure_private_directory(const std::string& path, StoreRefusal* out =
     // A link (ELOOP) or not a directory (ENOTDIR): say which.
     if (::lstat(path.c_str(), &sb) == 0) {
       std::string problem = private_directory_problem(sb, euid);
-      if (!problem.empty()) return store_files_detail::refuse(out, path, std::move(problem));
+      if (!problem.empty())
+        return store_files_detail::refuse(out, path, std::move(problem));
     }
     return err;
   }
@@ -264,9 +267,9 @@ inline int open_segment_at(int dirfd, const char* name, const std::string& path,
   // A few rounds: a file removed between our two opens is created again.
   for (int attempt = 0; attempt < 4; ++attempt) {
     if (create && writable) {
-      const int fd = ::openat(dirfd, name,
-                              O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-                              0600);
+      const int fd =
+          ::openat(dirfd, name,
+                   O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
       if (fd >= 0) {
         (void)::fchmod(fd, 0600);  // whatever the umask
         *fd_out = fd;
@@ -284,7 +287,8 @@ inline int open_segment_at(int dirfd, const char* name, const std::string& path,
       // (EACCES): say what it is when it is not ours.
       if (::fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
         std::string problem = segment_file_problem(sb, euid);
-        if (!problem.empty()) return store_files_detail::refuse(out, path, std::move(problem));
+        if (!problem.empty())
+          return store_files_detail::refuse(out, path, std::move(problem));
       }
       return err;
     }
