@@ -54,7 +54,7 @@
 #' 0600); an existing one is opened without following a symbolic link and
 #' without blocking, and used only when the open file is a regular file owned
 #' by this process's effective user with no permission bit for group or
-#' others. Anything else (a symbolic link, even a dangling one or one to a
+#' others, and no second name (hard link). Anything else (a symbolic link, even a dangling one or one to a
 #' file of ours; a FIFO, a directory, a file of another user, a file of ours
 #' with mode 0644) is refused with an error of class
 #' `circuit_breaker_store_untrusted` (also `circuit_breaker_store_error`) that

@@ -93,6 +93,14 @@ TEST_CASE("segment_file_problem: only a regular file of ours, mode 0600",
   CHECK(cb::segment_file_problem(lstat_of(sub), me) ==
         "it is a directory, not a regular file");
 
+  // A hard link: two names for one segment.
+  const std::string second = dir.file("second");
+  REQUIRE(::link(good.c_str(), second.c_str()) == 0);
+  CHECK(cb::segment_file_problem(lstat_of(good), me) ==
+        "it has 2 hard links (a segment has one)");
+  REQUIRE(::unlink(second.c_str()) == 0);
+  CHECK(cb::segment_file_problem(lstat_of(good), me).empty());
+
   // Another owner (the stat of a real file, its owner changed).
   struct stat theirs = lstat_of(good);
   theirs.st_uid = me + 1;

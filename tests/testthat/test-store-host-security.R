@@ -88,6 +88,12 @@ test_that("a file of ours with group/other permissions or behind a link is refus
   seg <- breaker_store_segments(store)
   expect_identical(seg$status[seg$name == "alias"], "untrusted: it is a symbolic link")
   expect_match(seg$status[seg$name == "loose"], "^untrusted: its mode 0644")
+  # A second name for one segment (a hard link) would make two breakers one.
+  local_shared_breaker(store, "single", host_args())
+  expect_true(file.link(file_of("single"), file_of("twin")))
+  err <- expect_untrusted(circuit_breaker(name = "twin", store = store, failure_threshold = 5,
+                                          recovery_timeout = 30))
+  expect_match(conditionMessage(err), "it has 2 hard links", fixed = TRUE)
   # A segment made here is 0600, whatever the umask.
   umask <- Sys.umask("000")
   made <- tryCatch(local_shared_breaker(store, "made", host_args()), finally = Sys.umask(umask))

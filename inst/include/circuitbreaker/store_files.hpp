@@ -13,7 +13,8 @@
 //     refused, a FIFO cannot block us) and accepted only when fstat() on the
 //     open descriptor (the check of record, so that nothing can be swapped in
 //     between) says: a regular file, owned by the effective user, with no
-//     permission bit for group or others (segment_file_problem()).
+//     permission bit for group or others, and one name (no hard link to it;
+//     segment_file_problem()).
 //   - A store directory, and every directory above it, must be owned by the
 //     effective user or root, and, when group or others may write in it, have
 //     the sticky bit (as /dev/shm and /tmp do): then nobody else can rename,
@@ -99,6 +100,11 @@ inline std::string segment_file_problem(const struct stat& sb, uid_t euid) {
   if ((sb.st_mode & 077) != 0) {
     return "its mode " + store_mode_text(sb.st_mode) +
            " has group/other permission bits (it must be 0600)";
+  }
+  // A second name for one of our segments (a hard link someone made where
+  // the kernel allows it) would make two breakers share one state.
+  if (sb.st_nlink != 1) {
+    return "it has " + std::to_string(sb.st_nlink) + " hard links (a segment has one)";
   }
   return std::string();
 }
