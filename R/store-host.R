@@ -54,9 +54,9 @@
 #' 0600); an existing one is opened without following a symbolic link and
 #' without blocking, and used only when the open file is a regular file owned
 #' by this process's effective user with no permission bit for group or
-#' others, and no second name (hard link). Anything else (a symbolic link, even a dangling one or one to a
-#' file of ours; a FIFO, a directory, a file of another user, a file of ours
-#' with mode 0644) is refused with an error of class
+#' others, and no second name (hard link). Anything else (a symbolic link,
+#' even a dangling one or one to a file of ours; a FIFO, a directory, a file
+#' of another user, a file of ours with mode 0644) is refused with an error of class
 #' `circuit_breaker_store_untrusted` (also `circuit_breaker_store_error`) that
 #' names the file and the reason, when a breaker is created
 #' ([circuit_breaker()], [breaker_for()]); the file is left as it is, and the
@@ -87,8 +87,8 @@
 #' name of a breaker we have not created yet, so that creating it fails (with
 #' the error above, naming the file) until someone removes it; and in a
 #' `path` that they may search, see which breaker names exist (the file
-#' names), though not their state. Processes of
-#' the same user trust each other: each can change the shared state.
+#' names), though not their state. Processes of the same user trust each
+#' other: each can change the shared state.
 #'
 #' @section What is shared and what is not:
 #' The rule arguments of [circuit_breaker()] (`failure_threshold`,
