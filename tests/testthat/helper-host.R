@@ -2,12 +2,14 @@
 # directory per test, and child R processes that share a breaker with the test.
 
 # A host store in a fresh directory (in /dev/shm when there is one, as in
-# production), removed with everything in it when `env` ends.
+# production), removed with everything in it when `env` ends. Mode 0700, as
+# the default directory: with a umask of 002 a plain dir.create() would give
+# 0775, which the store refuses (others of the group could replace files).
 local_host_store <- function(env = parent.frame()) {
   skip_if_not(circuitbreaker:::cb_host_supported(), "host-shared breakers need Linux")
   root <- if (dir.exists("/dev/shm") && file.access("/dev/shm", 2L) == 0L) "/dev/shm" else tempdir()
   dir <- tempfile("cb-test-store-", tmpdir = root)
-  dir.create(dir)
+  dir.create(dir, mode = "0700")
   withr::defer(unlink(dir, recursive = TRUE), envir = env)
   breaker_store_host(dir)
 }
