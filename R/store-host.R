@@ -186,7 +186,7 @@ breaker_store_host <- function(path = NULL) {
   } else {
     check_string(path)
     if (!dir.exists(path)) abort_bad_argument("path", must, path, call = rlang::current_call())
-    verdict <- cb_host_check_directory(path)
+    verdict <- cb_host_check_directory(path.expand(path))
   }
   if (identical(verdict[[1]], "untrusted")) {
     abort_host_untrusted(verdict[[2]], verdict[[3]], call = rlang::current_call())
