@@ -153,7 +153,7 @@ format.circuit_breaker_store <- function(x, ...) {
 
 #' @export
 print.circuit_breaker_store <- function(x, ...) {
-  cat(format(x), "\n", sep = "")
+  cat(format(x), sep = "\n")
   invisible(x)
 }
 
@@ -181,13 +181,10 @@ store_location <- function(store, name, call) {
       call = call
     )
   }
+  # The core's one limit for host and fleet (breaker_name.hpp).
+  cb_check_shared_name(name)
   if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
-  file <- cb_segment_file_name(name)
-  if (is.null(file)) {
-    abort_bad_argument("name", "a name of at most about 250 bytes for a host-shared breaker", name,
-                       call = call)
-  }
-  file.path(store$path, file)
+  file.path(store$path, cb_segment_file_name(name))
 }
 
 check_host_store <- function(store, call = rlang::caller_env()) {

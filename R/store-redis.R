@@ -135,9 +135,13 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
   check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
                        must = "a number of seconds from 0.001 to 60", call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
+  # The URL with its password stays in an environment, so that printing,
+  # str() or dput() of the store shows only the masked one.
+  secret <- new.env(parent = emptyenv())
+  secret$url <- url
   structure(
-    list(kind = "redis", url = url, endpoint = endpoint, prefix = prefix,
-         sync_interval = sync_interval, timeout = timeout),
+    list(kind = "redis", url = cb_redis_mask_url(url), endpoint = endpoint, prefix = prefix,
+         sync_interval = sync_interval, timeout = timeout, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )
 }
@@ -146,7 +150,7 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
 #' @export
 breaker_store_redis_ping <- function(store) {
   check_redis_store(store)
-  res <- cb_redis_ping(store$url, store$timeout)
+  res <- cb_redis_ping(store$secret$url, store$timeout)
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
 }
 
@@ -160,15 +164,18 @@ check_redis_store <- function(store, call = rlang::caller_env()) {
 # What cb_create() needs to join the fleet. The clock offset is a test hook:
 # CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's clock, to
 # show that the hosts' clocks do not matter.
+# (The name was checked by store_location(), against the core's limit.)
 redis_store_location <- function(store, name, call) {
-  if (!nzchar(name) || nchar(name, type = "bytes") > 200L) {
-    abort_bad_argument("name", "a non-empty name of at most 200 bytes for a fleet-shared breaker",
-                       name, call = call)
-  }
+  c(redis_store_spec(store), list(name = name))
+}
+
+# The connection details that identify the sync thread of `store` in this
+# process (one per store, whatever the breaker).
+redis_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
-  list(url = store$url, prefix = store$prefix, sync_interval = store$sync_interval,
-       timeout = store$timeout, name = name, clock_offset = offset)
+  list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
+       timeout = store$timeout, clock_offset = offset)
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
@@ -179,18 +186,32 @@ fleet_metrics <- function(ptr) {
     sync_lag = info$sync_lag,
     last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
     fleet_calls = info$fleet_calls,
-    fleet_failures = info$fleet_failures
+    fleet_failures = info$fleet_failures,
+    last_error = if (nzchar(info$last_error)) info$last_error else NA_character_
   )
 }
 
 # The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
 fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-                         fleet_calls = NA_real_, fleet_failures = NA_real_)
+                         fleet_calls = NA_real_, fleet_failures = NA_real_,
+                         last_error = NA_character_)
 
 #' @export
 format.circuit_breaker_store_redis <- function(x, ...) {
   e <- x$endpoint
-  paste0("<circuit_breaker_store: redis, ", e$host, ":", e$port, "/", e$db, ", prefix ", x$prefix, ">")
+  user <- if (nzchar(e$username)) "***" else ""
+  auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
+  host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
+  out <- paste0("<circuit_breaker_store: redis, redis://", auth, host, ":", e$port, "/", e$db,
+                ", prefix ", x$prefix, ">")
+  # The link of this process, once a breaker of the store has started it.
+  link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
+  if (!is.null(link)) {
+    out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
+                         "   failed: ", link$sync_failures))
+    if (nzchar(link$last_error)) out <- c(out, paste0("  last error: ", cut_text(link$last_error, 200L)))
+  }
+  out
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
