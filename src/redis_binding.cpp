@@ -82,7 +82,7 @@ SEXP cb_redis_ping(SEXP url, double timeout) {
   if (ok) {
     circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
     ok = r && r->type != REDIS_REPLY_ERROR;
-    message = r ? circuitbreaker::redact_credentials(
+    message = r ? circuitbreaker::redact_password(
                       circuitbreaker::RedisConnection::reply_text(r.r), e)
                 : c.error();
   } else {
@@ -130,7 +130,7 @@ SEXP cb_fleet_info(SEXP ptr) {
 
 // What the link of a store says, if this process has one for `spec` (the
 // list that R's redis_store_spec() makes): mode, sync counts and the last
-// error, without its credentials. NULL when no breaker of the store has
+// error, without its password. NULL when no breaker of the store has
 // started its sync.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_fleet_store_info(SEXP spec) {

@@ -98,8 +98,8 @@ class RedisConnection {
   int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
   redisContext* context() noexcept { return ctx_; }
   // What failed last (hiredis's or the server's words), with the
-  // credentials of the last endpoint connected to redacted.
-  std::string error() const { return redact_credentials(error_, endpoint_); }
+  // password of the last endpoint connected to redacted.
+  std::string error() const { return redact_password(error_, endpoint_); }
 
   void close() noexcept {
     if (ctx_) redisFree(ctx_);
@@ -241,7 +241,7 @@ class RedisConnection {
   }
 
   redisContext* ctx_ = nullptr;
-  RedisEndpoint endpoint_;  // for redacting its credentials from error()
+  RedisEndpoint endpoint_;  // for redacting its password from error()
   std::string error_;
   std::string sync_sha_, lease_sha_;
 };
@@ -427,7 +427,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     s.syncs = syncs_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> g(error_mutex_);
-    s.last_error = redact_credentials(last_error_, spec_.endpoint);
+    s.last_error = redact_password(last_error_, spec_.endpoint);
     return s;
   }
 
