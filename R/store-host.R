@@ -21,7 +21,9 @@
 #' Each breaker is one small file (about 5 KB) in the store's directory, named
 #' `cb-` and the breaker's name (characters other than letters, digits, `_`,
 #' `-` and `.` written as `%XX`), mapped into the memory of every process that
-#' uses it. The default directory is `/dev/shm`, which is memory, not disk.
+#' uses it. A name has at most 80 bytes (in UTF-8), the limit of every shared
+#' store ([breaker_store_redis()] too): then the file name fits the file
+#' system's 255 bytes even when every byte of the name is written as `%XX`. The default directory is `/dev/shm`, which is memory, not disk.
 #' Give another directory with `path` when processes in several containers
 #' share a memory-backed volume, or because systemd's `RemoveIPC=yes` deletes
 #' a user's files in `/dev/shm` when their last session ends (a service
@@ -96,7 +98,7 @@
 #'   process may write to. Every process sharing a breaker must use the same
 #'   directory.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
-#'   `"host:port"` key of [breaker_for()]).
+#'   `"host:port"` key of [breaker_for()]), at most 80 bytes.
 #' @param store A store from `breaker_store_host()`.
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
 #'   object. `breaker_store_unlink()`: `TRUE` if a file was removed,

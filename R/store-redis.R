@@ -54,6 +54,9 @@ NULL
 #' process hear the fleet's transitions: on the next call, or through `later`
 #' while an event loop runs (`circuitbreaker.host_poll_interval`, 0.5 s).
 #'
+#' A breaker's name has at most 80 bytes (in UTF-8), the limit of every
+#' shared store ([breaker_store_host()] too), so that one name works in both.
+#'
 #' The rule arguments are the breaker's identity: a process that gives other
 #' values gets an error of class `circuit_breaker_store_wrong_config` naming
 #' the first one that differs, and `$configure()` refuses them (as for
@@ -72,8 +75,12 @@ NULL
 #' carry ids). A Redis restarted empty is rebuilt from the processes' reports.
 #'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
-#' since the last good sync), `last_sync` (its time) and the fleet's counts;
-#' so do [breaker_list()], the plumber status route ([pr_circuit_breakers()])
+#' since the last good sync), `last_sync` (its time), the fleet's counts and
+#' `last_error`, the last failure of the link (a refused connection, a
+#' timeout, or the server's answer, such as `WRONGPASS invalid
+#' username-password pair` for a wrong password); so do [breaker_list()],
+#' `print()` of the store and the status routes ([pr_circuit_breakers()],
+#' [api_circuit_breakers()])
 #' and the Prometheus metrics ([breaker_prometheus()]:
 #' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
@@ -100,6 +107,38 @@ NULL
 #' class `circuit_breaker_store_unavailable` that says so. A process that
 #' forks (`parallel::mcparallel()`) does not take the sync thread with it:
 #' use separate processes (callr, future's multisession, plumber workers).
+#'
+#' @section Security:
+#' *Who can read and change a fleet breaker.* Anyone who can run commands
+#' on the Redis database: a fleet breaker is a few keys there, and a client
+#' that writes them can open, close or disable the breaker for every process
+#' of the fleet, or read its counts. Give the fleet a Redis of its own, or at
+#' least a database (`/db` in the URL) and a `prefix` of its own, and protect
+#' it: a password (`requirepass`) or, better, an ACL user of its own whose
+#' key and channel patterns cover only the store's prefix (see "Keys"), and
+#' a Redis reachable from the fleet's private network only. The traffic is
+#' not encrypted (no TLS yet): keep it off networks that others can listen
+#' on.
+#'
+#' *What a hostile Redis, or a client that writes the store's keys, can do
+#' to a process.* Decide the fleet's state: open or close its breakers, take
+#' every probe lease, make the process run on its local rules (mode
+#' `"local"`). It cannot crash the process or make a call wait longer than
+#' `timeout`: replies are parsed as input and checked (type, count,
+#' numbers); a reply that does not fit is ignored or counts as a failed round
+#' trip, after which the process applies its local rules and says so in
+#' `mode` and `last_error`. It cannot run R code: the background thread never
+#' calls R.
+#'
+#' *Secrets.* The password (and user name) of the URL never appears in an
+#' error, warning, `print()` or `format()` of a store or a breaker,
+#' `$metrics()`, [breaker_list()], the status routes or the Prometheus
+#' metrics: they show `***` instead (`redis://***:***@host:6379/0`), also
+#' for a URL that is refused, and the password is removed from the server's
+#' and hiredis's messages. The store object keeps the URL out of sight of
+#' `str()` and `dput()`, but it is in the process's memory and in whatever
+#' code or configuration gave it: pass it from an environment variable or a
+#' secret store, not in source code.
 #'
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL.
 #' @param prefix The prefix of every key, so that several applications can
