@@ -85,8 +85,8 @@ cb_path_name <- function(x) {
     .Call(`_circuitbreaker_cb_path_name`, x)
 }
 
-cb_check_shared_name <- function(name) {
-    .Call(`_circuitbreaker_cb_check_shared_name`, name)
+cb_check_name <- function(name, shared) {
+    .Call(`_circuitbreaker_cb_check_name`, name, shared)
 }
 
 cb_clock_create <- function(start) {

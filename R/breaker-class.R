@@ -131,8 +131,9 @@ control_method <- function(op) {
 #'   an error of class `circuit_breaker_name_too_long` otherwise): one limit
 #'   for both stores, chosen so that the host store's file name fits the
 #'   file system's 255 bytes whatever the name's bytes are. A breaker of the
-#'   process store may have a longer name (messages show the first 50
-#'   characters).
+#'   process store may have a name of up to 1000 bytes (room for any
+#'   `"host:port"` of [breaker_for()]). Messages show the first 50
+#'   characters of a name.
 #' @param store `NULL` or [breaker_store_process()] for a breaker of this
 #'   process, or [breaker_store_host()] for one shared by every process on the
 #'   host that creates a breaker with the same `name` (which it then needs)

@@ -62,11 +62,11 @@ abort_bad_argument <- function(arg, must, value, call = NULL, class = NULL) {
 }
 
 # Raised (by the binding, with the core's words and limit) for a name that
-# cannot name a host- or fleet-shared breaker.
-abort_shared_name <- function(name, must, limit, call = NULL) {
+# cannot name a breaker, or a breaker of the host or fleet store.
+abort_name_too_long <- function(name, must, limit, call = NULL) {
   cli::cli_abort(
     c("{.arg name} must be {must}, not {describe_value(name)}.",
-      i = "It has {nchar(enc2utf8(name), type = \"bytes\")} bytes; the limit of {limit} bytes is the same for every shared store."),
+      i = "It has {nchar(enc2utf8(name), type = \"bytes\")} bytes; the limit is {limit}."),
     class = c("circuit_breaker_name_too_long", "circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = "name",
     value = name,

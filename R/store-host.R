@@ -132,7 +132,9 @@ breaker_store_host <- function(path = NULL) {
   } else {
     check_string(path)
   }
-  if (!dir.exists(path) || file.access(path, 2L) != 0L) {
+  # (A path longer than the system's limit is refused first: dir.exists()
+  # would warn with the whole of it.)
+  if (nchar(path, type = "bytes") > 4095L || !dir.exists(path) || file.access(path, 2L) != 0L) {
     abort_bad_argument("path", "NULL or an existing directory this process can write to", path,
                        call = rlang::current_call())
   }
@@ -184,7 +186,7 @@ store_location <- function(store, name, call) {
     )
   }
   # The core's one limit for host and fleet (breaker_name.hpp).
-  cb_check_shared_name(name)
+  cb_check_name(name, shared = TRUE)
   if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
   file.path(store$path, cb_segment_file_name(name))
 }

@@ -222,13 +222,14 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// cb_check_shared_name
-SEXP cb_check_shared_name(SEXP name);
-RcppExport SEXP _circuitbreaker_cb_check_shared_name(SEXP nameSEXP) {
+// cb_check_name
+SEXP cb_check_name(SEXP name, bool shared);
+RcppExport SEXP _circuitbreaker_cb_check_name(SEXP nameSEXP, SEXP sharedSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type name(nameSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_check_shared_name(name));
+    Rcpp::traits::input_parameter< bool >::type shared(sharedSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_check_name(name, shared));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -440,7 +441,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_handle_size", (DL_FUNC) &_circuitbreaker_cb_handle_size, 0},
     {"_circuitbreaker_cb_endpoint_key", (DL_FUNC) &_circuitbreaker_cb_endpoint_key, 1},
     {"_circuitbreaker_cb_path_name", (DL_FUNC) &_circuitbreaker_cb_path_name, 1},
-    {"_circuitbreaker_cb_check_shared_name", (DL_FUNC) &_circuitbreaker_cb_check_shared_name, 1},
+    {"_circuitbreaker_cb_check_name", (DL_FUNC) &_circuitbreaker_cb_check_name, 2},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},

@@ -386,18 +386,18 @@ SEXP cb_path_name(SEXP x) {
   return Rf_ScalarString(Rf_mkCharLenCE(name.data(), static_cast<int>(name.size()), CE_UTF8));
 }
 
-// Checks the name of a host- or fleet-shared breaker against the core's one
-// rule (circuitbreaker/breaker_name.hpp): a classed R error naming the limit
-// when it is broken, else the name.
+// Checks a breaker name against the core's rule (circuitbreaker/
+// breaker_name.hpp; `shared`: for the host or fleet store): a classed R
+// error naming the limit when it is broken, else the name.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_check_shared_name(SEXP name) {
+SEXP cb_check_name(SEXP name, bool shared) {
   if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 ||
       STRING_ELT(name, 0) == NA_STRING) {
     cbr::abort_argument("name", "a single string", name);
   }
   const char* utf8 = Rf_translateCharUTF8(STRING_ELT(name, 0));
-  if (const char* must = circuitbreaker::shared_name_problem(utf8)) {
-    cbr::abort_shared_name(name, must);
+  if (const char* must = circuitbreaker::name_problem(utf8, shared)) {
+    cbr::abort_name(name, must, circuitbreaker::max_name_bytes(shared));
   }
   return name;
 }

@@ -60,10 +60,9 @@ void abort_by(const char* fun, SEXP arg) {
   call_abort(call);
 }
 
-void abort_shared_name(SEXP name, const char* must) {
-  SEXP call = PROTECT(Rf_lang4(
-      Rf_install("abort_shared_name"), name, Rf_mkString(must),
-      Rf_ScalarInteger(static_cast<int>(circuitbreaker::kMaxSharedNameBytes))));
+void abort_name(SEXP name, const char* must, std::size_t limit) {
+  SEXP call = PROTECT(Rf_lang4(Rf_install("abort_name_too_long"), name, Rf_mkString(must),
+                               Rf_ScalarInteger(static_cast<int>(limit))));
   call_abort(call);
 }
 
@@ -149,8 +148,8 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
     abort_invalid_object("fleet breaker name");
   }
   if (const char* must =
-          circuitbreaker::shared_name_problem(Rf_translateCharUTF8(STRING_ELT(name, 0)))) {
-    abort_shared_name(name, must);
+          circuitbreaker::name_problem(Rf_translateCharUTF8(STRING_ELT(name, 0)), true)) {
+    abort_name(name, must, circuitbreaker::kMaxSharedNameBytes);
   }
   std::shared_ptr<circuitbreaker::FleetSync> sync =
       circuitbreaker::FleetSync::for_spec(fs);

@@ -233,9 +233,9 @@ SEXP make_clock_pointer(Nanos start);
 // with one argument.
 [[noreturn]] void abort_by(const char* fun, SEXP arg);
 
-// Raises the R error for a name that cannot name a shared breaker (R's
-// abort_shared_name(): it names the argument and the core's limit).
-[[noreturn]] void abort_shared_name(SEXP name, const char* must);
+// Raises the R error for a name that cannot name a breaker (R's
+// abort_name_too_long(): it names the argument and the core's limit).
+[[noreturn]] void abort_name(SEXP name, const char* must, std::size_t limit);
 
 // Raises an R error of class circuit_breaker_invalid_object.
 [[noreturn]] void abort_invalid_object(const char* what);

@@ -148,12 +148,17 @@ TEST_CASE("percent decoding is strict", "[redis-url]") {
   }
 }
 
-TEST_CASE("shared breaker names: one limit in bytes", "[redis-url]") {
-  CHECK(cb::shared_name_problem("payments") == nullptr);
-  CHECK(cb::shared_name_problem(std::string(cb::kMaxSharedNameBytes, 'n')) == nullptr);
-  CHECK(cb::shared_name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n')) != nullptr);
-  CHECK(cb::shared_name_problem("") != nullptr);
-  CHECK(cb::shared_name_problem(std::string("a\0b", 3)) != nullptr);
+TEST_CASE("breaker names: one limit in bytes for the shared stores", "[redis-url]") {
+  CHECK(cb::name_problem("payments", true) == nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes, 'n'), true) == nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n'), true) != nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n'), false) == nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxNameBytes, 'n'), false) == nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxNameBytes + 1, 'n'), false) != nullptr);
+  for (bool shared : {true, false}) {
+    CHECK(cb::name_problem("", shared) != nullptr);
+    CHECK(cb::name_problem(std::string("a\0b", 3), shared) != nullptr);
+  }
   // Every name within the limit has a segment file name, even one whose
   // every byte is escaped.
   const std::string worst(cb::kMaxSharedNameBytes, '\xff');

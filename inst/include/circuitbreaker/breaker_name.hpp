@@ -8,7 +8,7 @@
 // N <= 84. The limit is 80 bytes for every shared store: simple to state
 // ("at most 80 bytes"), the same for host and fleet, and true whatever the
 // bytes are, rather than a limit that depends on how many need escaping.
-// A breaker of the process store may have a longer name.
+// A breaker of the process store may have a longer name (kMaxNameBytes).
 #ifndef CIRCUITBREAKER_BREAKER_NAME_HPP
 #define CIRCUITBREAKER_BREAKER_NAME_HPP
 
@@ -22,15 +22,29 @@ inline constexpr std::size_t kMaxSharedNameBytes = 80;
 static_assert(3 + 3 * kMaxSharedNameBytes <= 255,
               "a segment file name must fit in 255 bytes for every name");
 
-// nullptr when `name` may name a shared breaker, else what it must be (a
-// message fragment: "a non-empty name of ...").
-inline const char* shared_name_problem(std::string_view name) noexcept {
-  if (name.empty() || name.size() > kMaxSharedNameBytes ||
-      name.find('\0') != std::string_view::npos) {
-    static_assert(kMaxSharedNameBytes == 80, "say the new limit in the message");
-    return "a non-empty name of at most 80 bytes (UTF-8) for a shared breaker";
+// The longest name of a breaker of the process store: room for any
+// "host:port" key of breaker_for() (a host name has at most 253 bytes), far
+// below what bindings can keep as a key (R: 10,000 bytes).
+inline constexpr std::size_t kMaxNameBytes = 1000;
+
+// The longest name a breaker may have: `shared` for the host and fleet
+// stores.
+constexpr std::size_t max_name_bytes(bool shared) noexcept {
+  return shared ? kMaxSharedNameBytes : kMaxNameBytes;
+}
+
+// nullptr when `name` may name a breaker (`shared`: of the host or fleet
+// store), else what it must be (a message fragment: "a non-empty name of
+// ...").
+inline const char* name_problem(std::string_view name, bool shared) noexcept {
+  if (!name.empty() && name.size() <= max_name_bytes(shared) &&
+      name.find('\0') == std::string_view::npos) {
+    return nullptr;
   }
-  return nullptr;
+  static_assert(kMaxSharedNameBytes == 80 && kMaxNameBytes == 1000,
+                "say the new limits in the messages");
+  return shared ? "a non-empty name of at most 80 bytes (UTF-8) for a shared breaker"
+                : "a non-empty name of at most 1000 bytes (UTF-8)";
 }
 
 }  // namespace circuitbreaker
