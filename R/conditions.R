@@ -4,15 +4,16 @@
 # `circuit_breaker_listener_error` warning.
 
 # A string as it may appear in a message: at most `width` characters, then
-# an ellipsis, so that a 100,000-character argument gives a short message
-# (the whole value can stay in a field of the condition, for programs).
-# Bytes that are not UTF-8 are shown as <xx>. The one place that cuts.
+# an ellipsis (cli's: "..." where the output cannot show Unicode), so that a
+# 100,000-character argument gives a short message (the whole value can stay
+# in a field of the condition, for programs). Bytes that are not UTF-8 are
+# shown as <xx>. The one place that cuts.
 cut_text <- function(x, width = 50L) {
   x <- enc2utf8(as.character(x))
   bad <- !is.na(x) & !validUTF8(x)
   if (any(bad)) x[bad] <- iconv(x[bad], "UTF-8", "UTF-8", sub = "byte")
   long <- !is.na(x) & nchar(x, type = "chars") > width
-  x[long] <- paste0(substr(x[long], 1L, width - 1L), "\u2026")
+  x[long] <- paste0(substr(x[long], 1L, width - 1L), cli::symbol$ellipsis)
   x
 }
 
