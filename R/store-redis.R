@@ -238,7 +238,7 @@ fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = 
 #' @export
 format.circuit_breaker_store_redis <- function(x, ...) {
   e <- x$endpoint
-  user <- if (nzchar(e$username)) "***" else ""
+  user <- if (isTRUE(e$has_username)) "***" else ""
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
   out <- paste0("<circuit_breaker_store: redis, redis://", auth, host, ":", e$port, "/", e$db,

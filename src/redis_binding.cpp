@@ -57,14 +57,14 @@ SEXP cb_redis_mask_url(SEXP url) {
   return Rf_mkString(circuitbreaker::mask_redis_url(CHAR(STRING_ELT(url, 0))).c_str());
 }
 
-// The parts of a redis:// URL (the password is not returned, only whether
-// there is one).
+// The parts of a redis:// URL (the user name and password are not
+// returned, only whether there are any).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_parse_url(SEXP url) {
   const circuitbreaker::RedisEndpoint e = endpoint_from(url);
   return Rcpp::List::create(Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
                             Rcpp::Named("db") = e.db,
-                            Rcpp::Named("username") = e.username,
+                            Rcpp::Named("has_username") = !e.username.empty(),
                             Rcpp::Named("has_password") = e.has_password);
 }
 
