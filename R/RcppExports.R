@@ -129,8 +129,8 @@ cb_redis_available <- function() {
     .Call(`_circuitbreaker_cb_redis_available`)
 }
 
-cb_redis_mask_url <- function(url) {
-    .Call(`_circuitbreaker_cb_redis_mask_url`, url)
+cb_mask_url <- function(url) {
+    .Call(`_circuitbreaker_cb_mask_url`, url)
 }
 
 cb_redis_parse_url <- function(url) {

@@ -179,7 +179,7 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
   secret <- new.env(parent = emptyenv())
   secret$url <- url
   structure(
-    list(kind = "redis", url = cb_redis_mask_url(url), endpoint = endpoint, prefix = prefix,
+    list(kind = "redis", url = cb_mask_url(url), endpoint = endpoint, prefix = prefix,
          sync_interval = sync_interval, timeout = timeout, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )

@@ -332,13 +332,13 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// cb_redis_mask_url
-SEXP cb_redis_mask_url(SEXP url);
-RcppExport SEXP _circuitbreaker_cb_redis_mask_url(SEXP urlSEXP) {
+// cb_mask_url
+SEXP cb_mask_url(SEXP url);
+RcppExport SEXP _circuitbreaker_cb_mask_url(SEXP urlSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_redis_mask_url(url));
+    rcpp_result_gen = Rcpp::wrap(cb_mask_url(url));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -452,7 +452,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_host_info", (DL_FUNC) &_circuitbreaker_cb_host_info, 1},
     {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
-    {"_circuitbreaker_cb_redis_mask_url", (DL_FUNC) &_circuitbreaker_cb_redis_mask_url, 1},
+    {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},

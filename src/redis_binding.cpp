@@ -19,7 +19,7 @@
 
 namespace {
 
-// A refused URL is shown masked (mask_redis_url()): its password never
+// A refused URL is shown masked (mask_url_credentials()): its password never
 // reaches the message, nor the condition's fields.
 circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
@@ -29,7 +29,7 @@ circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   circuitbreaker::RedisEndpoint e;
   const char* text = CHAR(STRING_ELT(url, 0));
   if (const char* must = circuitbreaker::parse_redis_url(text, e)) {
-    const std::string masked = circuitbreaker::mask_redis_url(text);
+    const std::string masked = circuitbreaker::mask_url_credentials(text);
     cbr::abort_argument("url", must, Rf_mkString(masked.c_str()));
   }
   return e;
@@ -47,14 +47,15 @@ bool cb_redis_available() {
 #endif
 }
 
-// `url` with its user name and password masked as "***", for anything shown
-// to people (see circuitbreaker/redis_url.hpp).
+// `url` (a redis:// URL, or any other) with its user name and password
+// masked as "***", for anything shown to people (see
+// circuitbreaker/redis_url.hpp).
 // [[Rcpp::export(rng = false)]]
-SEXP cb_redis_mask_url(SEXP url) {
+SEXP cb_mask_url(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
     return Rf_ScalarString(NA_STRING);
   }
-  return Rf_mkString(circuitbreaker::mask_redis_url(CHAR(STRING_ELT(url, 0))).c_str());
+  return Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, 0))).c_str());
 }
 
 // The parts of a redis:// URL (the user name and password are not

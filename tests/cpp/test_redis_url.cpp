@@ -114,10 +114,11 @@ TEST_CASE("redis URLs: credentials are masked in every URL, parsed or not",
            Case{"redis://:PW@host?db=1", "redis://:***@host?db=1"},
            Case{"rediss://u:PW@host", "rediss://***:***@host"},
            Case{"u:PW@host", "***:***@host"},
+           Case{"https://u:PW@bad host/x", "https://***:***@bad host/x"},
            Case{"PW@", "***@"},
        }) {
     INFO(c.url);
-    const std::string masked = cb::mask_redis_url(c.url);
+    const std::string masked = cb::mask_url_credentials(c.url);
     CHECK(masked == c.masked);
     CHECK(masked.find("PW") == std::string::npos);
     CHECK(masked.find('W') == std::string::npos);

@@ -118,3 +118,9 @@ test_that("a name too long for a store names the argument and the limit", {
   breaker_remove(strrep("n", 80))
   breaker_store_unlink(strrep("n", 80), store)
 })
+
+test_that("a refused URL for breaker_for() does not show its password", {
+  expect_snapshot(error = TRUE, {
+    breaker_for("https://user:PW-secret@bad host/items")
+  })
+})

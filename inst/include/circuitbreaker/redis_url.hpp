@@ -140,7 +140,7 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
 // when there is no ':'). Purely textual, so that a URL that does not parse
 // (a bad port, a bad escape, garbage) is masked as well, and conservative:
 // with an '@' anywhere after the scheme, all before it is hidden.
-inline std::string mask_redis_url(std::string_view url) {
+inline std::string mask_url_credentials(std::string_view url) {
   const std::size_t sep = url.find("://");
   const std::size_t start = sep == std::string_view::npos ? 0 : sep + 3;
   const std::size_t at = url.rfind('@');
