@@ -52,9 +52,8 @@ describe_value <- function(x) {
 # secret, such as a redis:// URL's password, is masked before it gets here).
 # `arg` may come from the user too (a name given to `$configure()`).
 abort_bad_argument <- function(arg, must, value, call = NULL, class = NULL) {
-  shown <- cut_text(arg)
   cli::cli_abort(
-    "{.arg {shown}} must be {must}, not {describe_value(value)}.",
+    "{.arg {cut_text(arg)}} must be {must}, not {describe_value(value)}.",
     class = c(class, "circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = arg,
     value = value,

@@ -23,7 +23,8 @@
 #' `-` and `.` written as `%XX`), mapped into the memory of every process that
 #' uses it. A name has at most 80 bytes (in UTF-8), the limit of every shared
 #' store ([breaker_store_redis()] too): then the file name fits the file
-#' system's 255 bytes even when every byte of the name is written as `%XX`. The default directory is `/dev/shm`, which is memory, not disk.
+#' system's 255 bytes even when every byte of the name is written as `%XX`.
+#' The default directory is `/dev/shm`, which is memory, not disk.
 #' Give another directory with `path` when processes in several containers
 #' share a memory-backed volume, or because systemd's `RemoveIPC=yes` deletes
 #' a user's files in `/dev/shm` when their last session ends (a service

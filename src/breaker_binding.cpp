@@ -383,7 +383,8 @@ SEXP cb_path_name(SEXP x) {
       name.find('\0') != std::string::npos) {
     return R_NilValue;
   }
-  return Rf_ScalarString(Rf_mkCharLenCE(name.data(), static_cast<int>(name.size()), CE_UTF8));
+  return Rf_ScalarString(
+      Rf_mkCharLenCE(name.data(), static_cast<int>(name.size()), CE_UTF8));
 }
 
 // Checks a breaker name against the core's rule (circuitbreaker/

@@ -144,7 +144,8 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
   Rcpp::List l(spec);
   const circuitbreaker::FleetSpec fs = fleet_spec_from(spec);
   SEXP name = l["name"];
-  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 || STRING_ELT(name, 0) == NA_STRING) {
+  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 ||
+      STRING_ELT(name, 0) == NA_STRING) {
     abort_invalid_object("fleet breaker name");
   }
   if (const char* must =

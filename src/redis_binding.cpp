@@ -55,7 +55,8 @@ SEXP cb_mask_url(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
     return Rf_ScalarString(NA_STRING);
   }
-  return Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, 0))).c_str());
+  return Rf_mkString(
+      circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, 0))).c_str());
 }
 
 // The parts of a redis:// URL (the user name and password are not

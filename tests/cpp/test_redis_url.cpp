@@ -153,7 +153,8 @@ TEST_CASE("breaker names: one limit in bytes for the shared stores", "[redis-url
   CHECK(cb::name_problem("payments", true) == nullptr);
   CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes, 'n'), true) == nullptr);
   CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n'), true) != nullptr);
-  CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n'), false) == nullptr);
+  CHECK(cb::name_problem(std::string(cb::kMaxSharedNameBytes + 1, 'n'), false) ==
+        nullptr);
   CHECK(cb::name_problem(std::string(cb::kMaxNameBytes, 'n'), false) == nullptr);
   CHECK(cb::name_problem(std::string(cb::kMaxNameBytes + 1, 'n'), false) != nullptr);
   for (bool shared : {true, false}) {

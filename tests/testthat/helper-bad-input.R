@@ -133,7 +133,9 @@ bad_input_specs <- list(
   # The default URL is a valid value; no server is contacted by the store.
   breaker_store_redis = list(group = "redis_store", args = list, call_valid = TRUE,
                              valid = list(url = nothing,
-                                          prefix = function(x) is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x) && nchar(x) <= 100,
+                                          prefix = function(x) {
+                                            is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x) && nchar(x) <= 100
+                                          },
                                           sync_interval = between(0.01, 60), timeout = between(0.001, 60))),
   breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
                                   valid = list(store = nothing)),
