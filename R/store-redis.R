@@ -79,7 +79,8 @@ NULL
 #' `last_error`, the last failure of the link (a refused connection, a
 #' timeout, or the server's answer, such as `WRONGPASS invalid
 #' username-password pair` for a wrong password); so do [breaker_list()],
-#' `print()` of the store and the status routes ([pr_circuit_breakers()],
+#' `print()` of the store (and of the breaker, while its mode is `"local"`)
+#' and the status routes ([pr_circuit_breakers()],
 #' [api_circuit_breakers()])
 #' and the Prometheus metrics ([breaker_prometheus()]:
 #' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
@@ -226,9 +227,14 @@ fleet_metrics <- function(ptr) {
     last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
     fleet_calls = info$fleet_calls,
     fleet_failures = info$fleet_failures,
-    last_error = if (nzchar(info$last_error)) info$last_error else NA_character_
+    last_error = link_error(info$last_error)
   )
 }
+
+# The last error of a store's link as shown (metrics, print): NA for none,
+# else cut to 200 characters (it may be a long reply of the server; the
+# password was removed by the core).
+link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 
 # The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
 fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
@@ -248,7 +254,8 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
                          "   failed: ", link$sync_failures))
-    if (nzchar(link$last_error)) out <- c(out, paste0("  last error: ", cut_text(link$last_error, 200L)))
+    error <- link_error(link$last_error)
+    if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
   }
   out
 }

@@ -492,6 +492,7 @@ test_that("a wrong password is shown as the last error, never the password", {
   expect_match(m$last_error, "^WRONGPASS")
   expect_snapshot(print(wrong), transform = hide_port)
   expect_snapshot(cb$metrics()[c("mode", "last_error")])
+  expect_output(print(cb), "last error of the link to Redis: WRONGPASS", fixed = TRUE)
   status <- circuitbreaker:::web_status(m)
   expect_match(status$last_error, "^WRONGPASS")
   listed <- breaker_list()
