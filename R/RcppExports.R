@@ -81,6 +81,14 @@ cb_endpoint_key <- function(x) {
     .Call(`_circuitbreaker_cb_endpoint_key`, x)
 }
 
+cb_path_name <- function(x) {
+    .Call(`_circuitbreaker_cb_path_name`, x)
+}
+
+cb_check_name <- function(name, shared) {
+    .Call(`_circuitbreaker_cb_check_name`, name, shared)
+}
+
 cb_clock_create <- function(start) {
     .Call(`_circuitbreaker_cb_clock_create`, start)
 }
@@ -129,6 +137,10 @@ cb_redis_available <- function() {
     .Call(`_circuitbreaker_cb_redis_available`)
 }
 
+cb_mask_url <- function(url) {
+    .Call(`_circuitbreaker_cb_mask_url`, url)
+}
+
 cb_redis_parse_url <- function(url) {
     .Call(`_circuitbreaker_cb_redis_parse_url`, url)
 }
@@ -139,6 +151,10 @@ cb_redis_ping <- function(url, timeout) {
 
 cb_fleet_info <- function(ptr) {
     .Call(`_circuitbreaker_cb_fleet_info`, ptr)
+}
+
+cb_fleet_store_info <- function(spec) {
+    .Call(`_circuitbreaker_cb_fleet_store_info`, spec)
 }
 
 cb_fleet_shutdown <- function(wait) {

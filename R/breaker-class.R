@@ -125,7 +125,15 @@ control_method <- function(op) {
 #' @param clock `NULL` (the monotonic system clock) or a clock from
 #'   [breaker_manual_clock()].
 #' @param name `NULL` or a single string naming the breaker in messages and
-#'   metrics. A named breaker is registered (see [breaker_for()]).
+#'   metrics. A named breaker is registered (see [breaker_for()]). A breaker
+#'   shared by a host or a fleet ([breaker_store_host()],
+#'   [breaker_store_redis()]) needs a name of at most 80 bytes (in UTF-8;
+#'   an error of class `circuit_breaker_name_too_long` otherwise): one limit
+#'   for both stores, chosen so that the host store's file name fits the
+#'   file system's 255 bytes whatever the name's bytes are. A breaker of the
+#'   process store may have a name of up to 1000 bytes (room for any
+#'   `"host:port"` of [breaker_for()]). Messages show the first 50
+#'   characters of a name.
 #' @param store `NULL` or [breaker_store_process()] for a breaker of this
 #'   process, or [breaker_store_host()] for one shared by every process on the
 #'   host that creates a breaker with the same `name` (which it then needs)
@@ -181,8 +189,11 @@ circuit_breaker <- function(...) {
 #'   nothing. On a host-shared breaker only the arguments of this process
 #'   (`failure_when`, `ignore`, `timeout`, `failure_statuses`,
 #'   `respect_retry_after`) can change: see [breaker_store_host()].
-#' * `$metrics()`: a named list: name, store (`"process"` or `"host"`),
-#'   state, counts, rates, timings.
+#' * `$metrics()`: a named list: name, store (`"process"`, `"host"` or
+#'   `"redis"`), state, counts, rates, timings; for a fleet breaker also
+#'   `mode`, `sync_lag`, `last_sync`, the fleet's counts and `last_error`
+#'   (the last failure of the link to Redis, without the password; `NA`
+#'   when there was none).
 #' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
 #'   `seconds_ago`, `from`, `to`). `$history()`: calls, failures, slow calls
 #'   and rejections in 5-second buckets over the last five minutes. See

@@ -96,6 +96,7 @@ check_ignore <- function(x, call = rlang::caller_env()) {
 new_breaker_core <- function(args, call) {
   core <- new.env(parent = emptyenv(), hash = FALSE)
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
+  if (!is.null(core$name)) cb_check_name(core$name, shared = FALSE)
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
   segment <- store_location(check_store(args$store, call = call), core$name, call = call)
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)

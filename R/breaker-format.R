@@ -13,6 +13,9 @@ format_breaker <- function(m, config) {
            m$slow_calls, " slow, ", m$ignored, " ignored)   rejected: ", m$rejected,
            "   opened: ", m$times_opened, " times")
   )
+  if (identical(m$store, "redis") && identical(m$mode, "local") && !is.na(m$last_error)) {
+    lines <- c(lines, paste0("  last error of the link to Redis: ", m$last_error))
+  }
   wait <- m$seconds_until_probe
   if (m$state %in% c("OPEN", "HALF_OPEN") && isTRUE(wait > 0)) {
     lines <- c(lines, paste0("  next probe in ", format(signif(wait, 3)), " s"))

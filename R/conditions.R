@@ -3,8 +3,23 @@
 # `circuit_breaker_open`; a failing listener becomes a
 # `circuit_breaker_listener_error` warning.
 
+# A string as it may appear in a message: at most `width` characters, then
+# an ellipsis (cli's: "..." where the output cannot show Unicode), so that a
+# 100,000-character argument gives a short message (the whole value can stay
+# in a field of the condition, for programs). Bytes that are not UTF-8 are
+# shown as <xx>. The one place that cuts.
+cut_text <- function(x, width = 50L) {
+  x <- enc2utf8(as.character(x))
+  bad <- !is.na(x) & !validUTF8(x)
+  if (any(bad)) x[bad] <- iconv(x[bad], "UTF-8", "UTF-8", sub = "byte")
+  long <- !is.na(x) & nchar(x, type = "chars") > width
+  x[long] <- paste0(substr(x[long], 1L, width - 1L), cli::symbol$ellipsis)
+  x
+}
+
 # A short description of a value for error messages: "a string", "`NA`",
-# "the number -1", "a list of length 2", ...
+# "the number -1", "a list of length 2", ... A string is cut (cut_text())
+# and escaped (control characters as \n, \t, ...).
 describe_value <- function(x) {
   if (is.null(x)) return("NULL")
   if (is.function(x)) return("a function")
@@ -16,7 +31,7 @@ describe_value <- function(x) {
       logical = paste0("`", x, "`"),
       integer = ,
       double = paste0("the number ", format(x, digits = 15)),
-      character = if (nzchar(x)) paste0("the string \"", x, "\"") else "an empty string",
+      character = if (nzchar(x)) paste0("the string ", encodeString(cut_text(x), quote = "\"")) else "an empty string",
       paste0("a ", typeof(x), " value")
     ))
   }
@@ -32,12 +47,30 @@ describe_value <- function(x) {
 }
 
 # Raised for a bad argument value, from R or from the C++ binding (which
-# passes what the core's validation says the argument must be).
-abort_bad_argument <- function(arg, must, value, call = NULL) {
+# passes what the core's validation says the argument must be). The message
+# shows the value cut short; the condition keeps it whole as `value` (a
+# secret, such as a redis:// URL's password, is masked before it gets here).
+# `arg` may come from the user too (a name given to `$configure()`).
+abort_bad_argument <- function(arg, must, value, call = NULL, class = NULL) {
   cli::cli_abort(
-    "{.arg {arg}} must be {must}, not {describe_value(value)}.",
-    class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
+    "{.arg {cut_text(arg)}} must be {must}, not {describe_value(value)}.",
+    class = c(class, "circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = arg,
+    value = value,
+    call = call
+  )
+}
+
+# Raised (by the binding, with the core's words and limit) for a name that
+# cannot name a breaker, or a breaker of the host or fleet store.
+abort_name_too_long <- function(name, must, limit, call = NULL) {
+  cli::cli_abort(
+    c("{.arg name} must be {must}, not {describe_value(name)}.",
+      i = "It has {nchar(enc2utf8(name), type = \"bytes\")} bytes; the limit is {limit}."),
+    class = c("circuit_breaker_name_too_long", "circuit_breaker_invalid_argument", "circuit_breaker_error"),
+    argument = "name",
+    value = name,
+    limit = limit,
     call = call
   )
 }
@@ -69,7 +102,11 @@ abort_read_only <- function(field, instead, call = NULL) {
 # in flight that has no deadline). Built with base R only: it sits on a path
 # that should stay cheap (tens of microseconds, not hundreds).
 open_condition <- function(name, state, retry_after, reason) {
-  label <- if (is.null(name)) "The circuit breaker" else paste0("Circuit breaker \"", name, "\"")
+  label <- if (is.null(name)) {
+    "The circuit breaker"
+  } else {
+    paste0("Circuit breaker \"", if (nchar(name, type = "bytes") > 50L) cut_text(name) else name, "\"")
+  }
   why <- switch(reason,
     forced_open = "it was forced open; call `$reset()` to close it",
     ramp_up = "it is ramping up after recovering and lets a growing share of calls through; the next call may go",

@@ -12,8 +12,10 @@
 #'   (`failure_rate`, `slow_call_rate`; `null` while the window is empty),
 #'   `open_duration` and `seconds_until_probe` (`null` when forced open);
 #'   `store`, and for a fleet breaker ([breaker_store_redis()]) `mode`
-#'   (`"fleet"` or `"local"`), `sync_lag` (seconds since the last good sync)
-#'   and `last_sync` (its time, ISO 8601 in UTC).
+#'   (`"fleet"` or `"local"`), `sync_lag` (seconds since the last good sync),
+#'   `last_sync` (its time, ISO 8601 in UTC) and `last_error` (the last
+#'   failure of the link to Redis, such as `"WRONGPASS ..."`, never with the
+#'   password).
 #' * `GET {path}/metrics`: the same in the Prometheus text format (see
 #'   [breaker_prometheus()]), with the content type
 #'   `text/plain; version=0.0.4; charset=utf-8`.
@@ -28,7 +30,9 @@
 #' body `{"error": "403 - Forbidden"}` (an error in `authorize` is an error
 #' of the endpoint, see [breaker_error_handler()]); an unknown breaker gets
 #' 404. A name with characters that have a meaning in a URL path (such as
-#' `/`) must be percent-encoded.
+#' `/`) must be percent-encoded. Names are decoded strictly: a malformed
+#' escape (`%G1`, a lone `%`) or a NUL byte (`%00`, anywhere in the name)
+#' gets 404, like an unknown breaker.
 #'
 #' The endpoints answer with `Cache-Control: no-store`. They are ordinary
 #' plumber endpoints: filters you add (authentication, logging) apply to them.

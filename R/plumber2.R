@@ -40,7 +40,9 @@
 #' `request$get_header("X-Admin-Token")`): unless it returns `TRUE` the answer
 #' is 403 with the JSON body `{"error": "403 - Forbidden"}`; an unknown
 #' breaker gets 404. A name with characters that have a meaning in a URL
-#' path (such as `/`) must be percent-encoded.
+#' path (such as `/`) must be percent-encoded. Names are decoded strictly: a
+#' malformed escape (`%G1`, a lone `%`) or a NUL byte (`%00`, anywhere in
+#' the name) gets 404, like an unknown breaker.
 #'
 #' The routes answer with `Cache-Control: no-store`. They are ordinary
 #' plumber2 handlers, added to the API's last route like those of

@@ -208,7 +208,7 @@ prom_rows <- function(breakers, call = rlang::caller_env()) {
   if (anyDuplicated(names_)) {
     cli::cli_abort(
       c("Each breaker must appear once, under a distinct name.",
-        x = "{.val {names_[anyDuplicated(names_)]}} names more than one of {.arg breakers}."),
+        x = "{.val {cut_text(names_[anyDuplicated(names_)])}} names more than one of {.arg breakers}."),
       class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
       argument = "breakers", call = call
     )

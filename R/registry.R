@@ -95,7 +95,11 @@ request_url <- function(x) {
 registry_key <- function(x, call = rlang::caller_env()) {
   x <- request_url(x)
   key <- cb_endpoint_key(x)
-  if (is.null(key)) abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+  if (is.null(key)) {
+    # A URL's user name and password are masked before it is shown.
+    if (is.character(x) && length(x) == 1L && !is.na(x)) x <- cb_mask_url(x)
+    abort_bad_argument("x", "a URL, an httr2 request or a host name", x, call = call)
+  }
   key
 }
 

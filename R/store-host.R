@@ -21,7 +21,10 @@
 #' Each breaker is one small file (about 5 KB) in the store's directory, named
 #' `cb-` and the breaker's name (characters other than letters, digits, `_`,
 #' `-` and `.` written as `%XX`), mapped into the memory of every process that
-#' uses it. The default directory is `/dev/shm/circuitbreaker-<uid>`, where
+#' uses it. A name has at most 80 bytes (in UTF-8), the limit of every shared
+#' store ([breaker_store_redis()] too): then the file name fits the file
+#' system's 255 bytes even when every byte of the name is written as `%XX`.
+#' The default directory is `/dev/shm/circuitbreaker-<uid>`, where
 #' `<uid>` is the process's effective user id: memory, not disk, and private
 #' to that user (the store creates it with mode 0700; see "Security"). So the
 #' processes that share a breaker must run as the same user (or all give the
@@ -150,7 +153,7 @@
 #'   write to, that only this user or root can change (see "Security"). Every
 #'   process sharing a breaker must use the same directory.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
-#'   `"host:port"` key of [breaker_for()]).
+#'   `"host:port"` key of [breaker_for()]), at most 80 bytes.
 #' @param store A store from `breaker_store_host()`.
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
 #'   object. `breaker_store_unlink()`: `TRUE` if a file was removed,
@@ -185,7 +188,11 @@ breaker_store_host <- function(path = NULL) {
     verdict <- cb_host_default_directory()
   } else {
     check_string(path)
-    if (!dir.exists(path)) abort_bad_argument("path", must, path, call = rlang::current_call())
+    # (A path longer than the system's limit is refused first: dir.exists()
+    # would warn with the whole of it.)
+    if (nchar(path, type = "bytes") > 4095L || !dir.exists(path)) {
+      abort_bad_argument("path", must, path, call = rlang::current_call())
+    }
     verdict <- cb_host_check_directory(path.expand(path))
   }
   if (identical(verdict[[1]], "untrusted")) {
@@ -225,7 +232,7 @@ format.circuit_breaker_store <- function(x, ...) {
 
 #' @export
 print.circuit_breaker_store <- function(x, ...) {
-  cat(format(x), "\n", sep = "")
+  cat(format(x), sep = "\n")
   invisible(x)
 }
 
@@ -253,13 +260,10 @@ store_location <- function(store, name, call) {
       call = call
     )
   }
+  # The core's one limit for host and fleet (breaker_name.hpp).
+  cb_check_name(name, shared = TRUE)
   if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
-  file <- cb_segment_file_name(name)
-  if (is.null(file)) {
-    abort_bad_argument("name", "a name of at most about 250 bytes for a host-shared breaker", name,
-                       call = call)
-  }
-  file.path(store$path, file)
+  file.path(store$path, cb_segment_file_name(name))
 }
 
 check_host_store <- function(store, call = rlang::caller_env()) {

@@ -54,6 +54,9 @@ NULL
 #' process hear the fleet's transitions: on the next call, or through `later`
 #' while an event loop runs (`circuitbreaker.host_poll_interval`, 0.5 s).
 #'
+#' A breaker's name has at most 80 bytes (in UTF-8), the limit of every
+#' shared store ([breaker_store_host()] too), so that one name works in both.
+#'
 #' The rule arguments are the breaker's identity: a process that gives other
 #' values gets an error of class `circuit_breaker_store_wrong_config` naming
 #' the first one that differs, and `$configure()` refuses them (as for
@@ -72,8 +75,13 @@ NULL
 #' carry ids). A Redis restarted empty is rebuilt from the processes' reports.
 #'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
-#' since the last good sync), `last_sync` (its time) and the fleet's counts;
-#' so do [breaker_list()], the plumber status route ([pr_circuit_breakers()])
+#' since the last good sync), `last_sync` (its time), the fleet's counts and
+#' `last_error`, the last failure of the link (a refused connection, a
+#' timeout, or the server's answer, such as `WRONGPASS invalid
+#' username-password pair` for a wrong password); so do [breaker_list()],
+#' `print()` of the store (and of the breaker, while its mode is `"local"`)
+#' and the status routes ([pr_circuit_breakers()],
+#' [api_circuit_breakers()])
 #' and the Prometheus metrics ([breaker_prometheus()]:
 #' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
@@ -100,6 +108,38 @@ NULL
 #' class `circuit_breaker_store_unavailable` that says so. A process that
 #' forks (`parallel::mcparallel()`) does not take the sync thread with it:
 #' use separate processes (callr, future's multisession, plumber workers).
+#'
+#' @section Security:
+#' *Who can read and change a fleet breaker.* Anyone who can run commands
+#' on the Redis database: a fleet breaker is a few keys there, and a client
+#' that writes them can open, close or disable the breaker for every process
+#' of the fleet, or read its counts. Give the fleet a Redis of its own, or at
+#' least a database (`/db` in the URL) and a `prefix` of its own, and protect
+#' it: a password (`requirepass`) or, better, an ACL user of its own whose
+#' key and channel patterns cover only the store's prefix (see "Keys"), and
+#' a Redis reachable from the fleet's private network only. The traffic is
+#' not encrypted (no TLS yet): keep it off networks that others can listen
+#' on.
+#'
+#' *What a hostile Redis, or a client that writes the store's keys, can do
+#' to a process.* Decide the fleet's state: open or close its breakers, take
+#' every probe lease, make the process run on its local rules (mode
+#' `"local"`). It cannot crash the process or make a call wait longer than
+#' `timeout`: replies are parsed as input and checked (type, count,
+#' numbers); a reply that does not fit is ignored or counts as a failed round
+#' trip, after which the process applies its local rules and says so in
+#' `mode` and `last_error`. It cannot run R code: the background thread never
+#' calls R.
+#'
+#' *Secrets.* The password (and user name) of the URL never appears in an
+#' error, warning, `print()` or `format()` of a store or a breaker,
+#' `$metrics()`, [breaker_list()], the status routes or the Prometheus
+#' metrics: they show `***` instead (`redis://***:***@host:6379/0`), also
+#' for a URL that is refused, and the password is removed from the server's
+#' and hiredis's messages. The store object keeps the URL out of sight of
+#' `str()` and `dput()`, but it is in the process's memory and in whatever
+#' code or configuration gave it: pass it from an environment variable or a
+#' secret store, not in source code.
 #'
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL.
 #' @param prefix The prefix of every key, so that several applications can
@@ -135,9 +175,13 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
   check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
                        must = "a number of seconds from 0.001 to 60", call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
+  # The URL with its password stays in an environment, so that printing,
+  # str() or dput() of the store shows only the masked one.
+  secret <- new.env(parent = emptyenv())
+  secret$url <- url
   structure(
-    list(kind = "redis", url = url, endpoint = endpoint, prefix = prefix,
-         sync_interval = sync_interval, timeout = timeout),
+    list(kind = "redis", url = cb_mask_url(url), endpoint = endpoint, prefix = prefix,
+         sync_interval = sync_interval, timeout = timeout, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )
 }
@@ -146,7 +190,7 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
 #' @export
 breaker_store_redis_ping <- function(store) {
   check_redis_store(store)
-  res <- cb_redis_ping(store$url, store$timeout)
+  res <- cb_redis_ping(store$secret$url, store$timeout)
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
 }
 
@@ -160,15 +204,18 @@ check_redis_store <- function(store, call = rlang::caller_env()) {
 # What cb_create() needs to join the fleet. The clock offset is a test hook:
 # CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's clock, to
 # show that the hosts' clocks do not matter.
+# (The name was checked by store_location(), against the core's limit.)
 redis_store_location <- function(store, name, call) {
-  if (!nzchar(name) || nchar(name, type = "bytes") > 200L) {
-    abort_bad_argument("name", "a non-empty name of at most 200 bytes for a fleet-shared breaker",
-                       name, call = call)
-  }
+  c(redis_store_spec(store), list(name = name))
+}
+
+# The connection details that identify the sync thread of `store` in this
+# process (one per store, whatever the breaker).
+redis_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
-  list(url = store$url, prefix = store$prefix, sync_interval = store$sync_interval,
-       timeout = store$timeout, name = name, clock_offset = offset)
+  list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
+       timeout = store$timeout, clock_offset = offset)
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
@@ -179,18 +226,38 @@ fleet_metrics <- function(ptr) {
     sync_lag = info$sync_lag,
     last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
     fleet_calls = info$fleet_calls,
-    fleet_failures = info$fleet_failures
+    fleet_failures = info$fleet_failures,
+    last_error = link_error(info$last_error)
   )
 }
 
+# The last error of a store's link as shown (metrics, print): NA for none,
+# else cut to 200 characters (it may be a long reply of the server; the
+# password was removed by the core).
+link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
+
 # The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
 fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-                         fleet_calls = NA_real_, fleet_failures = NA_real_)
+                         fleet_calls = NA_real_, fleet_failures = NA_real_,
+                         last_error = NA_character_)
 
 #' @export
 format.circuit_breaker_store_redis <- function(x, ...) {
   e <- x$endpoint
-  paste0("<circuit_breaker_store: redis, ", e$host, ":", e$port, "/", e$db, ", prefix ", x$prefix, ">")
+  user <- if (isTRUE(e$has_username)) "***" else ""
+  auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
+  host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
+  out <- paste0("<circuit_breaker_store: redis, redis://", auth, host, ":", e$port, "/", e$db,
+                ", prefix ", x$prefix, ">")
+  # The link of this process, once a breaker of the store has started it.
+  link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
+  if (!is.null(link)) {
+    out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
+                         "   failed: ", link$sync_failures))
+    error <- link_error(link$last_error)
+    if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
+  }
+  out
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {

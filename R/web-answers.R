@@ -10,7 +10,7 @@ web_status_fields <- c(
   "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
   "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
   "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe",
-  "mode", "sync_lag", "last_sync"
+  "mode", "sync_lag", "last_sync", "last_error"
 )
 
 # One breaker's status object, from its metrics (a list or a row of
@@ -87,12 +87,14 @@ web_control <- function(action, name, authorized) {
   list(status = 200L, no_store = TRUE, body = web_status(breaker$metrics()))
 }
 
-# The breaker name from the path, percent-decoded, or NULL when it cannot be
-# a name.
+# The breaker name from the path, strictly percent-decoded by the core
+# (cb_path_name()), or NULL when it cannot be a name: a malformed escape
+# ("%G1", a lone "%"), a NUL byte anywhere in the decoded form ("%00",
+# "plain%00", which must not reach "plain"), or bytes that are not UTF-8.
 web_path_name <- function(x) {
   if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) return(NULL)
-  x <- utils::URLdecode(x)
-  if (!validUTF8(x) || !nzchar(x)) return(NULL)
+  x <- cb_path_name(x)
+  if (is.null(x) || !validUTF8(x) || !nzchar(x)) return(NULL)
   x
 }
 

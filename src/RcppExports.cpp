@@ -212,6 +212,27 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_path_name
+SEXP cb_path_name(SEXP x);
+RcppExport SEXP _circuitbreaker_cb_path_name(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_path_name(x));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_check_name
+SEXP cb_check_name(SEXP name, bool shared);
+RcppExport SEXP _circuitbreaker_cb_check_name(SEXP nameSEXP, SEXP sharedSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< bool >::type shared(sharedSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_check_name(name, shared));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_clock_create
 SEXP cb_clock_create(SEXP start);
 RcppExport SEXP _circuitbreaker_cb_clock_create(SEXP startSEXP) {
@@ -330,6 +351,16 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_mask_url
+SEXP cb_mask_url(SEXP url);
+RcppExport SEXP _circuitbreaker_cb_mask_url(SEXP urlSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_mask_url(url));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_redis_parse_url
 SEXP cb_redis_parse_url(SEXP url);
 RcppExport SEXP _circuitbreaker_cb_redis_parse_url(SEXP urlSEXP) {
@@ -358,6 +389,16 @@ BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
     rcpp_result_gen = Rcpp::wrap(cb_fleet_info(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_fleet_store_info
+SEXP cb_fleet_store_info(SEXP spec);
+RcppExport SEXP _circuitbreaker_cb_fleet_store_info(SEXP specSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type spec(specSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_store_info(spec));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -418,6 +459,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},
     {"_circuitbreaker_cb_handle_size", (DL_FUNC) &_circuitbreaker_cb_handle_size, 0},
     {"_circuitbreaker_cb_endpoint_key", (DL_FUNC) &_circuitbreaker_cb_endpoint_key, 1},
+    {"_circuitbreaker_cb_path_name", (DL_FUNC) &_circuitbreaker_cb_path_name, 1},
+    {"_circuitbreaker_cb_check_name", (DL_FUNC) &_circuitbreaker_cb_check_name, 2},
     {"_circuitbreaker_cb_clock_create", (DL_FUNC) &_circuitbreaker_cb_clock_create, 1},
     {"_circuitbreaker_cb_clock_now", (DL_FUNC) &_circuitbreaker_cb_clock_now, 1},
     {"_circuitbreaker_cb_clock_advance", (DL_FUNC) &_circuitbreaker_cb_clock_advance, 2},
@@ -430,9 +473,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_host_default_directory", (DL_FUNC) &_circuitbreaker_cb_host_default_directory, 0},
     {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
+    {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
+    {"_circuitbreaker_cb_fleet_store_info", (DL_FUNC) &_circuitbreaker_cb_fleet_store_info, 1},
     {"_circuitbreaker_cb_fleet_shutdown", (DL_FUNC) &_circuitbreaker_cb_fleet_shutdown, 1},
     {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 2},
     {"_circuitbreaker_cb_redis_call", (DL_FUNC) &_circuitbreaker_cb_redis_call, 2},

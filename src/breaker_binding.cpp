@@ -12,8 +12,12 @@
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
+#include "circuitbreaker/breaker_name.hpp"
+#include "circuitbreaker/percent.hpp"
 #include "config_from_r.h"
 #include "r_interface.h"
 
@@ -363,4 +367,38 @@ SEXP cb_endpoint_key(SEXP x) {
   std::string key;
   if (!circuitbreaker::endpoint_key(CHAR(STRING_ELT(x, 0)), key)) return R_NilValue;
   return Rf_mkString(key.c_str());
+}
+
+// A breaker name from a URL path segment, strictly percent-decoded (see
+// circuitbreaker/percent.hpp), or NULL when it cannot name a breaker: a
+// malformed escape or a NUL byte in the decoded form (an R string cannot
+// hold one, and a name cut there would be another breaker's).
+// [[Rcpp::export(rng = false)]]
+SEXP cb_path_name(SEXP x) {
+  if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING)
+    return R_NilValue;
+  SEXP s = STRING_ELT(x, 0);
+  std::string name;
+  if (!circuitbreaker::percent_decode(std::string_view(CHAR(s), LENGTH(s)), name) ||
+      name.find('\0') != std::string::npos) {
+    return R_NilValue;
+  }
+  return Rf_ScalarString(
+      Rf_mkCharLenCE(name.data(), static_cast<int>(name.size()), CE_UTF8));
+}
+
+// Checks a breaker name against the core's rule (circuitbreaker/
+// breaker_name.hpp; `shared`: for the host or fleet store): a classed R
+// error naming the limit when it is broken, else the name.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_check_name(SEXP name, bool shared) {
+  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 ||
+      STRING_ELT(name, 0) == NA_STRING) {
+    cbr::abort_argument("name", "a single string", name);
+  }
+  const char* utf8 = Rf_translateCharUTF8(STRING_ELT(name, 0));
+  if (const char* must = circuitbreaker::name_problem(utf8, shared)) {
+    cbr::abort_name(name, must, circuitbreaker::max_name_bytes(shared));
+  }
+  return name;
 }

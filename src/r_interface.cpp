@@ -60,6 +60,12 @@ void abort_by(const char* fun, SEXP arg) {
   call_abort(call);
 }
 
+void abort_name(SEXP name, const char* must, std::size_t limit) {
+  SEXP call = PROTECT(Rf_lang4(Rf_install("abort_name_too_long"), name, Rf_mkString(must),
+                               Rf_ScalarInteger(static_cast<int>(limit))));
+  call_abort(call);
+}
+
 void abort_invalid_object(const char* what) {
   SEXP call = PROTECT(Rf_lang2(Rf_install("abort_invalid_object"), Rf_mkString(what)));
   call_abort(call);
@@ -144,20 +150,20 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
                    clock);
   }
   Rcpp::List l(spec);
-  circuitbreaker::FleetSpec fs;
-  const std::string url = Rcpp::as<std::string>(l["url"]);
-  if (circuitbreaker::parse_redis_url(url.c_str(), fs.endpoint) != nullptr) {
-    abort_invalid_object("Redis store URL");
+  const circuitbreaker::FleetSpec fs = fleet_spec_from(spec);
+  SEXP name = l["name"];
+  if (TYPEOF(name) != STRSXP || Rf_xlength(name) != 1 ||
+      STRING_ELT(name, 0) == NA_STRING) {
+    abort_invalid_object("fleet breaker name");
   }
-  fs.prefix = Rcpp::as<std::string>(l["prefix"]);
-  fs.sync_interval =
-      circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
-  fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
-  fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  if (const char* must =
+          circuitbreaker::name_problem(Rf_translateCharUTF8(STRING_ELT(name, 0)), true)) {
+    abort_name(name, must, circuitbreaker::kMaxSharedNameBytes);
+  }
   std::shared_ptr<circuitbreaker::FleetSync> sync =
       circuitbreaker::FleetSync::for_spec(fs);
   std::shared_ptr<circuitbreaker::FleetMember> member =
-      sync->join(Rcpp::as<std::string>(l["name"]), c);
+      sync->join(Rcpp::as<std::string>(name), c);
   int field = -1;
   if (member->config_conflict(&field)) {
     call_abort(PROTECT(Rf_lang3(
@@ -175,6 +181,23 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
 }
 
 }  // namespace
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
+  Rcpp::List l(spec);
+  circuitbreaker::FleetSpec fs;
+  const std::string url = Rcpp::as<std::string>(l["url"]);
+  if (circuitbreaker::parse_redis_url(url.c_str(), fs.endpoint) != nullptr) {
+    abort_invalid_object("Redis store URL");
+  }
+  fs.prefix = Rcpp::as<std::string>(l["prefix"]);
+  fs.sync_interval =
+      circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
+  fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
+  fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  return fs;
+}
+#endif
 
 SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock, SEXP segment) {
   auto handle = new_handle(c, clock, segment);

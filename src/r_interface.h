@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "circuitbreaker/breaker_name.hpp"
 #include "circuitbreaker/circuitbreaker.hpp"
 #include "circuitbreaker/fleet.hpp"
 #include "circuitbreaker/host_breaker.hpp"
@@ -211,6 +212,12 @@ circuitbreaker::ManualClock& clock_from(SEXP ptr);
 // raises a classed error (abort_host_store()).
 SEXP make_breaker_pointer(const circuitbreaker::Config& config, SEXP clock, SEXP segment);
 
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+// The FleetSpec of the list that R's redis_store_spec() makes (url, prefix,
+// sync_interval, timeout, clock_offset; checked by breaker_store_redis()).
+circuitbreaker::FleetSpec fleet_spec_from(SEXP spec);
+#endif
+
 // The configuration a breaker pointer keeps, and replacing it.
 circuitbreaker::Config stored_config(SEXP ptr);
 void store_config(SEXP ptr, const circuitbreaker::Config& config);
@@ -225,6 +232,10 @@ SEXP make_clock_pointer(Nanos start);
 // Calls the package's R function `fun` (one that signals a classed error)
 // with one argument.
 [[noreturn]] void abort_by(const char* fun, SEXP arg);
+
+// Raises the R error for a name that cannot name a breaker (R's
+// abort_name_too_long(): it names the argument and the core's limit).
+[[noreturn]] void abort_name(SEXP name, const char* must, std::size_t limit);
 
 // Raises an R error of class circuit_breaker_invalid_object.
 [[noreturn]] void abort_invalid_object(const char* what);

@@ -19,14 +19,18 @@
 
 namespace {
 
+// A refused URL is shown masked (mask_url_credentials()): its password never
+// reaches the message, nor the condition's fields.
 circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
     cbr::abort_argument(
         "url", "a single redis:// URL such as \"redis://127.0.0.1:6379/0\"", url);
   }
   circuitbreaker::RedisEndpoint e;
-  if (const char* must = circuitbreaker::parse_redis_url(CHAR(STRING_ELT(url, 0)), e)) {
-    cbr::abort_argument("url", must, url);
+  const char* text = CHAR(STRING_ELT(url, 0));
+  if (const char* must = circuitbreaker::parse_redis_url(text, e)) {
+    const std::string masked = circuitbreaker::mask_url_credentials(text);
+    cbr::abort_argument("url", must, Rf_mkString(masked.c_str()));
   }
   return e;
 }
@@ -43,14 +47,26 @@ bool cb_redis_available() {
 #endif
 }
 
-// The parts of a redis:// URL (the password is not returned, only whether
-// there is one).
+// `url` (a redis:// URL, or any other) with its user name and password
+// masked as "***", for anything shown to people (see
+// circuitbreaker/redis_url.hpp).
+// [[Rcpp::export(rng = false)]]
+SEXP cb_mask_url(SEXP url) {
+  if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
+    return Rf_ScalarString(NA_STRING);
+  }
+  return Rf_mkString(
+      circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, 0))).c_str());
+}
+
+// The parts of a redis:// URL (the user name and password are not
+// returned, only whether there are any).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_parse_url(SEXP url) {
   const circuitbreaker::RedisEndpoint e = endpoint_from(url);
   return Rcpp::List::create(Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
                             Rcpp::Named("db") = e.db,
-                            Rcpp::Named("username") = e.username,
+                            Rcpp::Named("has_username") = !e.username.empty(),
                             Rcpp::Named("has_password") = e.has_password);
 }
 
@@ -68,7 +84,9 @@ SEXP cb_redis_ping(SEXP url, double timeout) {
   if (ok) {
     circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
     ok = r && r->type != REDIS_REPLY_ERROR;
-    message = r ? circuitbreaker::RedisConnection::reply_text(r.r) : c.error();
+    message = r ? circuitbreaker::redact_password(
+                      circuitbreaker::RedisConnection::reply_text(r.r), e)
+                : c.error();
   } else {
     message = c.error();
   }
@@ -108,6 +126,28 @@ SEXP cb_fleet_info(SEXP ptr) {
           ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL);
 #else
   (void)h;
+  return R_NilValue;
+#endif
+}
+
+// What the link of a store says, if this process has one for `spec` (the
+// list that R's redis_store_spec() makes): mode, sync counts and the last
+// error, without its password. NULL when no breaker of the store has
+// started its sync.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_fleet_store_info(SEXP spec) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  const std::shared_ptr<circuitbreaker::FleetSync> sync =
+      circuitbreaker::FleetSync::find(cbr::fleet_spec_from(spec));
+  if (!sync) return R_NilValue;
+  const circuitbreaker::FleetSync::Stats st = sync->stats();
+  return Rcpp::List::create(
+      Rcpp::Named("mode") = st.linked ? "fleet" : "local",
+      Rcpp::Named("syncs") = static_cast<double>(st.syncs),
+      Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
+      Rcpp::Named("last_error") = st.last_error);
+#else
+  (void)spec;
   return R_NilValue;
 #endif
 }

@@ -13,7 +13,9 @@ bad_values <- list(
   `NaN` = NaN, huge = 1e300, string = "a", empty_string = "", two_numbers = c(1, 2),
   two_strings = c("a", "b"), empty_numeric = numeric(), `TRUE` = TRUE, list = list(1),
   a_function = function(...) 1, a_date = Sys.Date(), factor = factor("a"),
-  an_environment = new.env(), a_breaker = NULL
+  an_environment = new.env(), a_breaker = NULL,
+  # Echoed values are cut: a message about this one stays short.
+  long_string = strrep("x", 1e5), long_vector = rep("y", 1e4)
 )
 
 # The value called `label` in bad_values, as a list of one (so that NULL
@@ -65,7 +67,7 @@ breaker_arguments_valid <- list(
   },
   respect_retry_after = is_flag,
   clock = is.null,
-  name = null_or(is_string),
+  name = null_or(function(x) is_string(x) && nchar(x, type = "bytes") <= 1000),
   store = is.null  # or a store object, which bad_values has none of
 )
 
@@ -121,16 +123,19 @@ bad_input_specs <- list(
     valid = list(api = nothing, path = function(x) is_string(x) && startsWith(x, "/"), authorize = is_fn_or_null)
   ),
   breaker_store_host = list(group = "store", args = list, call_valid = TRUE,
-                            valid = list(path = null_or(function(x) is_string(x) && dir.exists(x)))),
+                            valid = list(path = null_or(function(x) is_string(x) && nchar(x) < 4096 && dir.exists(x)))),
   breaker_store_unlink = list(group = "store",
                               args = function() list(name = "x", store = breaker_store_host(tempdir())),
-                              valid = list(name = is_string, store = nothing)),
+                              valid = list(name = function(x) is_string(x) && nchar(x, type = "bytes") <= 80,
+                                           store = nothing)),
   breaker_store_segments = list(group = "store", args = function() list(store = breaker_store_host(tempdir())),
                                 valid = list(store = nothing)),
   # The default URL is a valid value; no server is contacted by the store.
   breaker_store_redis = list(group = "redis_store", args = list, call_valid = TRUE,
                              valid = list(url = nothing,
-                                          prefix = function(x) is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x),
+                                          prefix = function(x) {
+                                            is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x) && nchar(x) <= 100
+                                          },
                                           sync_interval = between(0.01, 60), timeout = between(0.001, 60))),
   breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
                                   valid = list(store = nothing)),
@@ -171,6 +176,7 @@ expect_rejects <- function(expr, arg, label, must_be = FALSE) {
   expect_true(grepl(paste0("`", arg, "`"), msg, fixed = TRUE),
               label = paste0(label, ": message names `", arg, "`: ", msg))
   if (must_be) expect_true(grepl("must be", msg, fixed = TRUE), label = paste0(label, ": ", msg))
+  expect_lt(nchar(msg), 1000, label = paste0(label, ": the length of the message"))
   invisible(err)
 }
 

@@ -159,3 +159,24 @@ expect_short_retry_after <- function(api, trip, probe) {
   }
   expect_equal(res$status, 200L)
 }
+
+# Breaker names on the control routes are decoded strictly: a NUL byte in the
+# decoded name (alone, or trailing, which must not reach "quotes") or a
+# malformed escape (`%G1`, a lone `%`) is an unknown breaker (404) and
+# changes nothing, while a well-escaped name is the breaker it spells.
+expect_strict_route_names <- function(api, admin) {
+  control <- function(name, action = "force-open") {
+    http_call(api$url(paste0("/circuit-breakers/", name, "/", action)), "POST", admin)
+  }
+  before <- quotes_status(api)$state
+  for (name in c("%00", "quotes%00", "quo%00tes", "%G1", "quotes%G1", "%", "quotes%", "quotes%4")) {
+    res <- control(name)
+    expect_equal(res$status, 404L, label = name)
+    expect_equal(res$json$error, "404 - Circuit breaker not found", label = name)
+  }
+  expect_equal(quotes_status(api)$state, before)
+  res <- control("quot%65s", "reset")
+  expect_equal(res$status, 200L)
+  expect_equal(res$json$name, "quotes")
+  expect_equal(res$json$state, "CLOSED")
+}

@@ -69,3 +69,58 @@ test_that("a rejected call says why: a probe in flight, ramp-up, forced open", {
   m$cb$force_open()
   expect_snapshot(m$cb$execute(succeed), error = TRUE)
 })
+
+test_that("echoed values are cut short, and the condition keeps them whole", {
+  long <- strrep("y", 1e5)
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(failure_threshold = long)
+  })
+  err <- tryCatch(circuit_breaker(failure_threshold = long), error = identity)
+  expect_s3_class(err, "circuit_breaker_invalid_argument")
+  expect_lt(nchar(conditionMessage(err)), 200)
+  expect_identical(err$value, long)
+  # Control characters are escaped, not written to the console.
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(window_type = "count\n\033[31mred")
+  })
+  # A name given to $configure() is the user's too.
+  cb <- circuit_breaker()
+  expect_snapshot(error = TRUE, {
+    do.call(cb$configure, stats::setNames(list(1), strrep("z", 300)))
+  })
+})
+
+test_that("a rejected call cuts a long breaker name", {
+  b <- manual_breaker(failure_threshold = 1, recovery_timeout = 30, name = strrep("long-name-", 30))
+  withr::defer(breaker_remove(strrep("long-name-", 30)))
+  trip(b$cb)
+  expect_snapshot(error = TRUE, {
+    b$cb$execute(succeed)
+  })
+})
+
+test_that("a name too long for a store names the argument and the limit", {
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(name = strrep("n", 1001))
+  })
+  skip_if_not(circuitbreaker:::cb_host_supported(), "no host store on this platform")
+  store <- breaker_store_host(tempdir())
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(name = strrep("n", 81), store = store)
+  })
+  # The limit is in bytes: 41 two-byte characters are 82.
+  expect_error(circuit_breaker(name = strrep("\u00e9", 41), store = store),
+               class = "circuit_breaker_name_too_long")
+  err <- tryCatch(circuit_breaker(name = strrep("n", 81), store = store), error = identity)
+  expect_s3_class(err, "circuit_breaker_name_too_long")
+  expect_identical(err$limit, 80L)
+  expect_s3_class(circuit_breaker(name = strrep("n", 80), store = store), "CircuitBreaker")
+  breaker_remove(strrep("n", 80))
+  breaker_store_unlink(strrep("n", 80), store)
+})
+
+test_that("a refused URL for breaker_for() does not show its password", {
+  expect_snapshot(error = TRUE, {
+    breaker_for("https://user:PW-secret@bad host/items")
+  })
+})

@@ -60,6 +60,7 @@ test_that("control endpoints need the admin token and change the breaker", {
   api <- local_plumber_api("guarded-api",
     c(DOWNSTREAM_URL = downstream$url("/quote"), ADMIN_TOKEN = "s3cret"))
   expect_control_routes(api, downstream, admin = c(`X-Admin-Token` = "s3cret"))
+  expect_strict_route_names(api, admin = c(`X-Admin-Token` = "s3cret"))
 
   # Reading needs no token; the control endpoints only take POST.
   expect_equal(http_call(api$url("/circuit-breakers/quotes/reset"))$status, 405L)

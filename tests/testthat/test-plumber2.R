@@ -179,6 +179,7 @@ test_that("the example API's asynchronous routes behave the same", {
 test_that("the example API's control routes need the admin token and change the breaker", {
   api <- local_plumber2_api("guarded-api", example_env())
   expect_control_routes(api, downstream, admin, live = c("/quote/live", "/quote/async/live"))
+  expect_strict_route_names(api, admin)
 })
 
 test_that("the example API recovers once the downstream is back; without a token it has no control routes", {

@@ -445,3 +445,87 @@ test_that("a fork()ed child runs on local rules and leaves the parent's connecti
   expect_true(wait_until(function() identical(server$fleet("forked", "s"), 0)))
   expect_identical(cb$metrics()$mode, "fleet")
 })
+
+test_that("a refused URL never shows its password, parsed or not", {
+  skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
+  expect_snapshot(error = TRUE, {
+    breaker_store_redis("redis://:PW-secret@127.0.0.1:bad/0")
+  })
+  expect_snapshot(error = TRUE, {
+    breaker_store_redis("redis://app:PW-secret@127.0.0.1:99999/0")
+  })
+  expect_snapshot(error = TRUE, {
+    breaker_store_redis("redis://:PW%ZZsecret@127.0.0.1/0")
+  })
+  expect_snapshot(error = TRUE, {
+    breaker_store_redis("redis://:PW/secret@127.0.0.1/0")
+  })
+  expect_snapshot(error = TRUE, {
+    breaker_store_redis("rediss://app:PW-secret@127.0.0.1/0")
+  })
+  for (url in c("redis://:PW-secret@h:bad/0", "redis://u:PW@secret@h?x", "PW-secret@h", "http://u:PW-secret@h")) {
+    err <- tryCatch(breaker_store_redis(url), error = identity)
+    expect_s3_class(err, "circuit_breaker_invalid_argument")
+    expect_false(grepl("PW", conditionMessage(err)), label = url)
+    expect_false(grepl("PW", paste(deparse(unclass(err)[setdiff(names(err), "call")]), collapse = "")),
+                 label = url)
+  }
+  # A store that parses: neither print(), format(), str() nor dput() show it.
+  store <- breaker_store_redis("redis://app:PW-secret@127.0.0.1:6390/2")
+  expect_snapshot(print(store))
+  shown <- c(format(store), capture.output(print(store)), capture.output(str(store)),
+             deparse(unclass(store)[setdiff(names(store), "secret")]))
+  expect_false(any(grepl("PW|app", shown)))
+})
+
+test_that("a wrong password is shown as the last error, never the password", {
+  server <- local_redis_server(password = "right-one")
+  hide_port <- function(x) {
+    gsub(paste0(":", server$port, "/"), ":<port>/", gsub("(syncs|failed): \\d+", "\\1: <n>", x), fixed = TRUE)
+  }
+  wrong <- breaker_store_redis(sprintf("redis://:PW-wrong@127.0.0.1:%d/0", server$port),
+                               sync_interval = 0.05, timeout = 0.5)
+  cb <- local_shared_breaker(wrong, "wrongpass", fleet_args())
+  expect_true(wait_until(function() !is.na(cb$metrics()$last_error)))
+  m <- cb$metrics()
+  expect_identical(m$mode, "local")
+  expect_match(m$last_error, "^WRONGPASS")
+  expect_snapshot(print(wrong), transform = hide_port)
+  expect_snapshot(cb$metrics()[c("mode", "last_error")])
+  expect_output(print(cb), "last error of the link to Redis: WRONGPASS", fixed = TRUE)
+  status <- circuitbreaker:::web_status(m)
+  expect_match(status$last_error, "^WRONGPASS")
+  listed <- breaker_list()
+  expect_match(listed$last_error[listed$name == "wrongpass"], "^WRONGPASS")
+  statuses <- circuitbreaker:::web_statuses()
+  texts <- c(capture.output(print(wrong)), capture.output(print(cb)), capture.output(str(wrong)),
+             capture.output(print(m)), capture.output(print(listed)),
+             jsonlite::toJSON(statuses, auto_unbox = TRUE), breaker_prometheus(),
+             attr(breaker_store_redis_ping(wrong), "message"))
+  expect_false(any(grepl("PW-wrong", texts, fixed = TRUE)))
+
+  # No password against a server that needs one: NOAUTH.
+  none <- breaker_store_redis(sprintf("redis://127.0.0.1:%d/0", server$port),
+                              sync_interval = 0.05, timeout = 0.5)
+  cb2 <- local_shared_breaker(none, "noauth", fleet_args())
+  expect_true(wait_until(function() !is.na(cb2$metrics()$last_error)))
+  expect_match(cb2$metrics()$last_error, "NOAUTH")
+
+  # The right password: linked, and the store's print says so.
+  right <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.5)
+  cb3 <- local_shared_breaker(right, "rightpass", fleet_args())
+  expect_true(wait_until(function() identical(cb3$metrics()$mode, "fleet")))
+  expect_true(is.na(cb3$metrics()$last_error))
+  expect_match(format(right)[[2]], "mode: fleet")
+  expect_false(any(grepl("right-one", capture.output(print(right)), fixed = TRUE)))
+})
+
+test_that("the fleet store takes names of at most 80 bytes, as the host store does", {
+  skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
+  store <- breaker_store_redis()
+  expect_snapshot(error = TRUE, {
+    circuit_breaker(name = strrep("n", 81), store = store)
+  })
+  expect_error(circuit_breaker(name = strrep("\u00e9", 41), store = store),
+               class = "circuit_breaker_name_too_long")
+})

@@ -97,7 +97,9 @@ class RedisConnection {
   bool connected() const noexcept { return ctx_ != nullptr; }
   int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
   redisContext* context() noexcept { return ctx_; }
-  const std::string& error() const noexcept { return error_; }
+  // What failed last (hiredis's or the server's words), with the
+  // password of the last endpoint connected to redacted.
+  std::string error() const { return redact_password(error_, endpoint_); }
 
   void close() noexcept {
     if (ctx_) redisFree(ctx_);
@@ -108,6 +110,7 @@ class RedisConnection {
 
   bool connect(const RedisEndpoint& e, Nanos timeout) {
     close();
+    endpoint_ = e;
     const timeval tv = to_timeval(timeout);
     ctx_ = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
     if (ctx_ == nullptr || ctx_->err) {
@@ -238,6 +241,7 @@ class RedisConnection {
   }
 
   redisContext* ctx_ = nullptr;
+  RedisEndpoint endpoint_;  // for redacting its password from error()
   std::string error_;
   std::string sync_sha_, lease_sha_;
 };
@@ -279,6 +283,15 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       slot = s;
     }
     return s;
+  }
+
+  // The process's FleetSync for `spec` if one exists (nullptr otherwise):
+  // for showing a store's link without starting one.
+  static std::shared_ptr<FleetSync> find(const FleetSpec& spec) {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    const auto it = r.syncs.find(spec.identity());
+    return it == r.syncs.end() ? nullptr : it->second.lock();
   }
 
   // Stops every sync thread of the process (the package is being unloaded)
@@ -414,7 +427,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     s.syncs = syncs_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> g(error_mutex_);
-    s.last_error = last_error_;
+    s.last_error = redact_password(last_error_, spec_.endpoint);
     return s;
   }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "percent.hpp"
+
 namespace circuitbreaker {
 
 struct RedisEndpoint {
@@ -26,31 +28,6 @@ struct RedisEndpoint {
 };
 
 namespace redis_url_detail {
-
-inline int hex_digit(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes `in` into `out`; false on a malformed escape.
-inline bool decode(std::string_view in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;  // "%" or "%X" at the end
-    const int hi = hex_digit(in[i + 1]);
-    const int lo = hex_digit(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
 
 // A whole decimal number in [lo, hi]; false otherwise.
 inline bool number(std::string_view s, long lo, long hi, long& out) noexcept {
@@ -103,11 +80,11 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     const std::size_t colon = cred.find(':');
     const std::string_view user =
         colon == std::string_view::npos ? cred : cred.substr(0, colon);
-    if (!decode(user, out.username)) {
+    if (!percent_decode(user, out.username)) {
       return "a redis:// URL whose user name is percent-encoded correctly";
     }
     if (colon != std::string_view::npos) {
-      if (!decode(cred.substr(colon + 1), out.password)) {
+      if (!percent_decode(cred.substr(colon + 1), out.password)) {
         return "a redis:// URL whose password is percent-encoded correctly";
       }
       out.has_password = true;
@@ -155,6 +132,44 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     out.db = static_cast<int>(v);
   }
   return nullptr;
+}
+
+// `url` with its credentials masked, for messages: the text between "://"
+// (or the start, when there is none) and the last '@' is the user name and
+// password, shown as "***:***" (":***" when there is no user name, "***"
+// when there is no ':'). Purely textual, so that a URL that does not parse
+// (a bad port, a bad escape, garbage) is masked as well, and conservative:
+// with an '@' anywhere after the scheme, all before it is hidden.
+inline std::string mask_url_credentials(std::string_view url) {
+  const std::size_t sep = url.find("://");
+  const std::size_t start = sep == std::string_view::npos ? 0 : sep + 3;
+  const std::size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  const std::string_view cred = url.substr(start, at - start);
+  const std::size_t colon = cred.find(':');
+  std::string out(url.substr(0, start));
+  if (colon == std::string_view::npos) {
+    out += "***";
+  } else {
+    out += colon == 0 ? ":***" : "***:***";
+  }
+  out += url.substr(at);
+  return out;
+}
+
+// `text` (an error from hiredis or the server) with every occurrence of the
+// endpoint's password replaced by "***". Redis does not echo a password, but
+// a message must never carry one whatever the server says. (User names are
+// not secrets there, and a short one would garble words of the message:
+// "Connection ref***sed".)
+inline std::string redact_password(std::string text, const RedisEndpoint& e) {
+  const std::string& secret = e.password;
+  if (secret.empty()) return text;
+  for (std::size_t pos = text.find(secret); pos != std::string::npos;
+       pos = text.find(secret, pos + 3)) {
+    text.replace(pos, secret.size(), "***");
+  }
+  return text;
 }
 
 }  // namespace circuitbreaker
