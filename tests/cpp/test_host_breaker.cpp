@@ -370,7 +370,10 @@ class DyingLock {
 class DyingStore {
  public:
   using Lock = DyingLock;
-  DyingStore(cb::Segment& s, int stage) : inner_(s) { lock_.stage = stage; }
+  DyingStore(cb::Segment& s, const cb::Settings& settings, int stage)
+      : inner_(s, settings) {
+    lock_.stage = stage;
+  }
   cb::BreakerState& state() noexcept { return inner_.state(); }
   const cb::BreakerState& state() const noexcept { return std::as_const(inner_).state(); }
   // Set on every call: BasicBreaker holds a copy of the store.
@@ -418,7 +421,8 @@ TEST_CASE("pending rejections are counted once when the folding process dies", "
       return 3;
     }
     cb::BasicBreaker<DyingStore> b(cb::BasicBreaker<DyingStore>::Attach{},
-                                   DyingStore(*m.segment(), stage), cb::make_settings(c));
+                                   DyingStore(*m.segment(), cb::make_settings(c), stage),
+                                   cb::make_settings(c));
     b.absorb_pending_rejections(3 * kS);  // takes them, then dies unlocking
     return 4;
   });

@@ -51,6 +51,15 @@ class TransitionLog {
     return n;
   }
 
+  // Whether every kept state is a State (a log read from shared memory; the
+  // sequence number may be anything: since() bounds its loop by `max`).
+  bool valid() const noexcept {
+    for (std::size_t i = 0; i < kCapacity; ++i) {
+      if (!state_valid(from_[i]) || !state_valid(to_[i])) return false;
+    }
+    return true;
+  }
+
  private:
   Nanos at_[kCapacity] = {};
   std::uint64_t last_seq_ = 0;
