@@ -256,14 +256,30 @@ abort_host_store <- function(path, reason, message, argument = NULL, call = NULL
 }
 
 # Raised when a host segment in use turns out to be broken (its header was
-# overwritten, or its lock is unrecoverable).
+# overwritten, a value in it is out of range, or its lock is unrecoverable).
 abort_host_broken <- function(path, call = NULL) {
   cli::cli_abort(
-    c("Breaker segment {.file {path}} is damaged: it was overwritten, or its lock cannot be recovered.",
+    c("Breaker segment {.file {path}} is damaged: it was overwritten (a value is out of range), or its lock cannot be recovered.",
       i = "Remove it with {.fn breaker_store_unlink} and create the breaker again."),
     class = c("circuit_breaker_store_corrupt", "circuit_breaker_store_error", "circuit_breaker_error"),
     path = path,
     reason = "corrupt",
+    call = call
+  )
+}
+
+# Raised when a host segment's lock was still held after the bound of the
+# wait (`seconds`): its holder is stopped or its owner word forged. Not
+# damage: the breaker works again as soon as the lock is free.
+abort_host_busy <- function(path, seconds, call = NULL) {
+  cli::cli_abort(
+    c("Breaker segment {.file {path}} is busy: its lock was still held after {seconds} second{?s}.",
+      i = "A process holding it may be stopped (SIGSTOP, a debugger) or the segment tampered with; this breaker works again once the lock is free.",
+      i = "Find the holder with {.code fuser {path}}; or remove the segment with {.fn breaker_store_unlink} and create the breaker again."),
+    class = c("circuit_breaker_store_busy", "circuit_breaker_store_error", "circuit_breaker_error"),
+    path = path,
+    reason = "busy",
+    seconds = seconds,
     call = call
   )
 }

@@ -86,6 +86,16 @@ void abort_host_store(const std::string& path,
   call_abort(call);
 }
 
+void abort_host_fault(const std::string& path, circuitbreaker::SegmentFault fault,
+                      std::chrono::nanoseconds wait) {
+  SEXP p = PROTECT(Rf_mkString(path.c_str()));
+  if (fault == circuitbreaker::SegmentFault::Busy) {
+    SEXP seconds = PROTECT(Rf_ScalarReal(static_cast<double>(wait.count()) / 1e9));
+    call_abort(PROTECT(Rf_lang3(Rf_install("abort_host_busy"), p, seconds)));
+  }
+  call_abort(PROTECT(Rf_lang2(Rf_install("abort_host_broken"), p)));
+}
+
 void abort_host_broken(SEXP ptr) {
   abort_by("abort_host_broken", VECTOR_ELT(R_ExternalPtrProtected(ptr), 2));
 }
@@ -121,7 +131,7 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   const circuitbreaker::HostBreaker::OpenResult r =
       host->open(path, c, circuitbreaker::SteadyClock::now());
   if (!r.ok()) abort_host_store(path, r);
-  return std::make_unique<BreakerHandle>(std::move(host));
+  return std::make_unique<BreakerHandle>(std::move(host), path);
 }
 
 // The Redis store: spec is list(url, prefix, sync_interval, timeout, name,

@@ -50,6 +50,12 @@ class CountWindow {
     return cap <= kMaxCountWindow && next_ < cap && filled_ <= cap;
   }
 
+  // Where the position of the next call sits in the object (for tests that
+  // damage a block on purpose).
+  static constexpr std::size_t position_offset() noexcept {
+    return offsetof(CountWindow, next_);
+  }
+
  private:
   static constexpr std::uint32_t kBitsPerWord = 64;
   static constexpr std::uint32_t kWords = kMaxCountWindow / kBitsPerWord;
