@@ -78,24 +78,28 @@ inline bool duration_valid(Nanos d) noexcept { return d >= 0 && d <= kMaxDuratio
 // times and factors, and the transition log's 64 state bytes: a few dozen
 // comparisons, never the windows' or history's arrays of counts (any count
 // there is safe to use). Every block the state machine writes passes it.
-inline bool valid(const BreakerState& s, std::uint32_t count_capacity,
-                  Nanos bucket_width) noexcept {
+inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos bucket_width,
+                  std::uint32_t max_probes) noexcept {
   return state_valid(s.state) && bool_byte(s.has_failure) <= 1 &&
          bool_byte(s.ramping) <= 1 && time_valid(s.state_since) &&
          time_valid(s.last_failure_at) && time_valid(s.opened_at) &&
          duration_valid(s.open_duration) && s.open_hint >= -1 &&
          time_valid(s.ramp_started) && std::isfinite(s.jitter_factor) &&
          s.jitter_factor >= 0 && s.jitter_factor <= 1 && std::isfinite(s.ramp_credit) &&
-         s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() &&
+         s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() && s.probes.count() <= max_probes &&
          s.count_window.valid(count_capacity) && s.time_window.valid(bucket_width) &&
          s.log.valid() && s.history.valid();
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
-  return valid(s, count ? settings.window_calls : 0, count ? 0 : settings.window_bucket);
+  return valid(s, count ? settings.window_calls : 0, count ? 0 : settings.window_bucket,
+               settings.half_open_max_calls);
 }
-// The same without settings (listing a store): windows of any size.
-inline bool valid(const BreakerState& s) noexcept { return valid(s, 0, 0); }
+// The same without settings (listing a store): windows of any size, any
+// number of probes.
+inline bool valid(const BreakerState& s) noexcept {
+  return valid(s, 0, 0, ProbeSlots::kCapacity);
+}
 
 // The admission fields of a block that another process may be writing
 // (segment.hpp's lock-free read), checked as valid() checks them: false when
