@@ -66,7 +66,7 @@ SEXP cb_host_info(SEXP ptr) {
   const double recovered = static_cast<double>(host->recoveries());
   h.breaker.check_host();  // recoveries() takes the lock
   return Rcpp::List::create(
-      Rcpp::Named("path") = VECTOR_ELT(R_ExternalPtrProtected(ptr), 2),
+      Rcpp::Named("path") = Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),
       Rcpp::Named("creator_pid") = static_cast<double>(host->header().creator_pid),
       Rcpp::Named("seconds_since_created") = seconds_since(host->header().created_at),
       Rcpp::Named("commits") = static_cast<double>(host->commits()),

@@ -1,6 +1,7 @@
 // External-pointer lifecycle and error signalling shared by the bindings.
 #include "r_interface.h"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -128,6 +129,12 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   }
   const std::string path = CHAR(STRING_ELT(segment, 0));
   auto host = std::make_unique<circuitbreaker::HostBreaker>();
+  // The store's lock_timeout (seconds, checked by breaker_store_host()) rides
+  // on the path as an attribute; without one, the core's default bound.
+  SEXP wait = Rf_getAttrib(segment, Rf_install("lock_timeout"));
+  if (TYPEOF(wait) == REALSXP && Rf_xlength(wait) == 1 && REAL(wait)[0] > 0) {
+    host->set_lock_wait(std::chrono::nanoseconds(circuitbreaker::seconds_to_nanos(REAL(wait)[0])));
+  }
   const circuitbreaker::HostBreaker::OpenResult r =
       host->open(path, c, circuitbreaker::SteadyClock::now());
   if (!r.ok()) abort_host_store(path, r);

@@ -85,7 +85,7 @@ test_that("a forged lock owner makes calls busy for at most the bound, and the b
   store <- local_host_store()
   out <- callr::r(function(dir, poke_segment) {
     library(circuitbreaker)
-    store <- breaker_store_host(dir)
+    store <- breaker_store_host(dir, lock_timeout = 0.25)
     layout <- circuitbreaker:::cb_segment_layout()
     cb <- circuit_breaker(name = "forged", store = store)
     other <- circuit_breaker(name = "other", store = store)
@@ -105,7 +105,7 @@ test_that("a forged lock owner makes calls busy for at most the bound, and the b
   }, list(dir = store$path, poke_segment = poke_segment), libpath = .libPaths(), timeout = 60)
   expect_true(all(c("circuit_breaker_store_busy", "circuit_breaker_store_error",
                     "circuit_breaker_error") %in% out$class))
-  expect_identical(out$bound, 1)
+  expect_identical(out$bound, 0.25)  # the store's lock_timeout
   expect_lt(out$seconds, 30)  # a hang detector, not a timing
   expect_true("circuit_breaker_store_busy" %in% out$metrics)
   expect_identical(out$bystander, "still works")
@@ -151,4 +151,15 @@ test_that("a stopped process holding the lock makes another process's calls busy
 test_that("busy and corrupt segments have clear messages", {
   expect_snapshot(error = TRUE, circuitbreaker:::abort_host_busy("/dev/shm/cb-inventory", 1))
   expect_snapshot(error = TRUE, circuitbreaker:::abort_host_broken("/dev/shm/cb-inventory"))
+})
+
+test_that("lock_timeout is a positive number of seconds, at most 60", {
+  skip_if_not(circuitbreaker:::cb_host_supported(), "host-shared breakers need Linux")
+  expect_identical(breaker_store_host(tempdir())$lock_timeout, 1)
+  expect_identical(breaker_store_host(tempdir(), lock_timeout = 0.005)$lock_timeout, 0.005)
+  for (bad in list(0, -1, 61, Inf, NA, "1", c(1, 2), NULL)) {
+    expect_error(breaker_store_host(tempdir(), lock_timeout = bad),
+                 class = "circuit_breaker_invalid_argument")
+  }
+  expect_snapshot(error = TRUE, breaker_store_host(tempdir(), lock_timeout = 0))
 })
