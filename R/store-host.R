@@ -299,7 +299,8 @@ abort_host_store <- function(path, reason, message, argument = NULL, call = NULL
 # overwritten, a value in it is out of range, or its lock is unrecoverable).
 abort_host_broken <- function(path, call = NULL) {
   cli::cli_abort(
-    c("Breaker segment {.file {path}} is damaged: it was overwritten (a value is out of range), or its lock cannot be recovered.",
+    c(paste("Breaker segment {.file {path}} is damaged: it was overwritten (a value is out of range),",
+            "or its lock cannot be recovered."),
       i = "Remove it with {.fn breaker_store_unlink} and create the breaker again."),
     class = c("circuit_breaker_store_corrupt", "circuit_breaker_store_error", "circuit_breaker_error"),
     path = path,
@@ -314,8 +315,10 @@ abort_host_broken <- function(path, call = NULL) {
 abort_host_busy <- function(path, seconds, call = NULL) {
   cli::cli_abort(
     c("Breaker segment {.file {path}} is busy: its lock was still held after {seconds} second{?s}.",
-      i = "A process holding it may be stopped (SIGSTOP, a debugger) or the segment tampered with; this breaker works again once the lock is free.",
-      i = "Find the holder with {.code fuser {path}}; or remove the segment with {.fn breaker_store_unlink} and create the breaker again."),
+      i = paste("A process holding it may be stopped (SIGSTOP, a debugger) or the segment tampered with;",
+                "this breaker works again once the lock is free."),
+      i = paste("Find the holder with {.code fuser {path}}; or remove the segment with",
+                "{.fn breaker_store_unlink} and create the breaker again.")),
     class = c("circuit_breaker_store_busy", "circuit_breaker_store_error", "circuit_breaker_error"),
     path = path,
     reason = "busy",

@@ -66,7 +66,8 @@ SEXP cb_host_info(SEXP ptr) {
   const double recovered = static_cast<double>(host->recoveries());
   h.breaker.check_host();  // recoveries() takes the lock
   return Rcpp::List::create(
-      Rcpp::Named("path") = Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),
+      Rcpp::Named("path") =
+          Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),
       Rcpp::Named("creator_pid") = static_cast<double>(host->header().creator_pid),
       Rcpp::Named("seconds_since_created") = seconds_since(host->header().created_at),
       Rcpp::Named("commits") = static_cast<double>(host->commits()),
@@ -157,7 +158,8 @@ bool cb_segment_hold_lock(SEXP path) {
   }
   static circuitbreaker::SegmentMapping held;  // one at a time: a test's process
   if (held.open_file(CHAR(STRING_ELT(path, 0)), 0, false) != 0) return false;
-  if (circuitbreaker::inspect_segment(held.data(), held.size()) != SegmentStatus::Attached) {
+  if (circuitbreaker::inspect_segment(held.data(), held.size()) !=
+      SegmentStatus::Attached) {
     return false;
   }
   circuitbreaker::Segment& seg = *held.segment();

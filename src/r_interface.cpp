@@ -133,7 +133,8 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   // on the path as an attribute; without one, the core's default bound.
   SEXP wait = Rf_getAttrib(segment, Rf_install("lock_timeout"));
   if (TYPEOF(wait) == REALSXP && Rf_xlength(wait) == 1 && REAL(wait)[0] > 0) {
-    host->set_lock_wait(std::chrono::nanoseconds(circuitbreaker::seconds_to_nanos(REAL(wait)[0])));
+    host->set_lock_wait(
+        std::chrono::nanoseconds(circuitbreaker::seconds_to_nanos(REAL(wait)[0])));
   }
   const circuitbreaker::HostBreaker::OpenResult r =
       host->open(path, c, circuitbreaker::SteadyClock::now());

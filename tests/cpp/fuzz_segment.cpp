@@ -191,7 +191,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 6:
       case 7:
       case 8: {
-        const cb::Admission a = hb.acquire(now, (code & 16) ? cb::kNever : cb::kNanosPerSecond);
+        const cb::Admission a =
+            hb.acquire(now, (code & 16) ? cb::kNever : cb::kNanosPerSecond);
         if (a.permitted && held < kMaxPermits) permits[held++] = a.permit;
         break;
       }
@@ -199,8 +200,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 10:
         if (held > 0) {
           const cb::Permit p = permits[--held];
-          hb.record(p, static_cast<cb::Outcome>(in.byte() % 3), now,
-                    (code & 16) ? static_cast<Nanos>(in.byte()) * cb::kNanosPerSecond : -1);
+          hb.record(
+              p, static_cast<cb::Outcome>(in.byte() % 3), now,
+              (code & 16) ? static_cast<Nanos>(in.byte()) * cb::kNanosPerSecond : -1);
         }
         break;
       case 11:

@@ -1624,10 +1624,10 @@ TEST_CASE("a value out of range in a live segment is reported as corrupt, never 
   cb::Segment& seg = raw_view(view, path);
 
   std::string what;
-  bool lock_only = false;  // only a lock holder can tell (attaching cannot)
+  bool lock_only = false;        // only a lock holder can tell (attaching cannot)
   bool settings_needed = false;  // listing (no settings) cannot tell
-  const std::size_t window_next = offsetof(cb::BreakerState, count_window) +
-                                  cb::CountWindow::position_offset();
+  const std::size_t window_next =
+      offsetof(cb::BreakerState, count_window) + cb::CountWindow::position_offset();
   SECTION("a count-window position past the window") {
     what = "a count-window position past the window";
     poke<std::uint32_t>(seg, window_next, 10);
@@ -1661,7 +1661,9 @@ TEST_CASE("a value out of range in a live segment is reported as corrupt, never 
                     std::numeric_limits<cb::Nanos>::min());
   }
   SECTION("a committed slot index out of range") {
-    what = "a committed slot index out of range"; seg.control.committed.store(5); }
+    what = "a committed slot index out of range";
+    seg.control.committed.store(5);
+  }
   SECTION("an odd sequence counter under the lock") {
     what = "an odd sequence counter under the lock";
     seg.control.seq.store(seg.control.seq.load() | 1);
@@ -1702,8 +1704,9 @@ TEST_CASE("a value out of range in a live segment is reported as corrupt, never 
   CHECK(other.snapshot(6).totals.successes == 1);
 }
 
-TEST_CASE("a state the lock-free admission cannot read goes to the lock, which says corrupt",
-          "[host][segment]") {
+TEST_CASE(
+    "a state the lock-free admission cannot read goes to the lock, which says corrupt",
+    "[host][segment]") {
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string path = dir.file("fast");
@@ -1733,8 +1736,9 @@ TEST_CASE("an overwritten mutex type is corrupt, not locked", "[host][segment]")
   CHECK_FALSE(hb.healthy());
 }
 
-TEST_CASE("a forged owner word makes a call busy for at most the bound, then usable again",
-          "[host][segment]") {
+TEST_CASE(
+    "a forged owner word makes a call busy for at most the bound, then usable again",
+    "[host][segment]") {
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string path = dir.file("forged");
@@ -1750,7 +1754,7 @@ TEST_CASE("a forged owner word makes a call busy for at most the bound, then usa
   CHECK(hb.take_fault() == cb::SegmentFault::Busy);
   CHECK(returns_within([&]() { hb.note(cb::Outcome::Failure, 2); }));
   CHECK(hb.take_fault() == cb::SegmentFault::Busy);
-  CHECK(hb.healthy());  // busy is not damage
+  CHECK(hb.healthy());             // busy is not damage
   CHECK(hb.acquire(3).permitted);  // CLOSED admission takes no lock
   *lock_word(seg) = 0;
   hb.note(cb::Outcome::Failure, 4);
@@ -1771,8 +1775,8 @@ TEST_CASE("a stopped holder makes calls busy within the bound; its death frees t
   const pid_t pid = spawn([&]() {
     cb::SegmentMapping m;
     if (m.open_file(path.c_str(), sizeof(cb::Segment), false) != 0) return 2;
-    if (::pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(
-            &m.segment()->control.mutex)) != 0) {
+    if (::pthread_mutex_lock(
+            reinterpret_cast<pthread_mutex_t*>(&m.segment()->control.mutex)) != 0) {
       return 3;
     }
     std::raise(SIGSTOP);

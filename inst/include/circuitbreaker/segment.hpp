@@ -322,10 +322,10 @@ struct Segment {
   }
 
   // Without the lock: copies the admission fields of the committed state
-  // (a seqlock read), checked (state.hpp's checked_admission_view()). The lock holder never writes the committed slot, and
-  // while seq stays even and unchanged `committed` does not move, so a copy
-  // made between two equal even reads of seq is whole. Gives up (false)
-  // after a few torn reads: the caller then takes the lock.
+  // (a seqlock read), checked (state.hpp's checked_admission_view()). The lock holder
+  // never writes the committed slot, and while seq stays even and unchanged `committed`
+  // does not move, so a copy made between two equal even reads of seq is whole. Gives up
+  // (false) after a few torn reads: the caller then takes the lock.
   //
   // The fields are read with plain loads while another process may be
   // writing the slot being read (the copy is then discarded): the usual
@@ -771,8 +771,9 @@ inline SegmentStatus init_or_attach(
       continue;  // another process does it: wait for it
     }
     if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
-    const bool ok = seg.committed_passes(
-        [&settings](const BreakerState& state) noexcept { return valid(state, settings); });
+    const bool ok = seg.committed_passes([&settings](const BreakerState& state) noexcept {
+      return valid(state, settings);
+    });
     return ok ? SegmentStatus::Attached : SegmentStatus::Corrupt;
   }
   return SegmentStatus::InitTimeout;

@@ -86,9 +86,9 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          duration_valid(s.open_duration) && s.open_hint >= -1 &&
          time_valid(s.ramp_started) && std::isfinite(s.jitter_factor) &&
          s.jitter_factor >= 0 && s.jitter_factor <= 1 && std::isfinite(s.ramp_credit) &&
-         s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() && s.probes.count() <= max_probes &&
-         s.count_window.valid(count_capacity) && s.time_window.valid(bucket_width) &&
-         s.log.valid() && s.history.valid();
+         s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() &&
+         s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
+         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid();
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
