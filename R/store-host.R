@@ -110,7 +110,10 @@
 #' leave every process on the host running without a breaker. Catch the
 #' class to choose otherwise. Admission in `CLOSED` and in an `OPEN` period
 #' takes no lock, so a call in `CLOSED` still runs its request and raises the
-#' error when it records the outcome, which is then not counted.
+#' error when it records the outcome, which is then not counted. The check of
+#' the shared log that a breaker with listeners runs on the event loop (see
+#' "Events") skips a busy lock and tries again at its next turn, so while a
+#' lock is stuck each turn may hold the event loop for `lock_timeout`.
 #'
 #' @section Speed:
 #' Admission in `CLOSED` and `OPEN` reads the shared state without a lock and

@@ -60,6 +60,15 @@
 // another configuration (WrongConfig: config_hash(), an FNV-1a over the
 // argument table, config_fields.hpp).
 //
+// Distrust: any process that maps the segment can write any byte of it, so
+// nothing read from it is used unchecked. The lock-free admission checks the
+// fields it copies (checked_admission_view()); SegmentLock checks the
+// mutex's type word, waits for it at most its bound, and once it holds it
+// checks the control words and the committed state (valid(), state.hpp)
+// before the state machine sees them; attaching and listing check the
+// committed state too. What fails is reported (SegmentFault: Busy, Corrupt),
+// never used.
+//
 // OS calls (open, mmap, sleeping while another process initialises) happen in
 // SegmentMapping and init_or_attach() only; the state machine's operations
 // cost a mutex, a 2.3 kB copy when they write, and three atomic stores.
