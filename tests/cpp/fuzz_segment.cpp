@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -42,11 +43,16 @@ constexpr std::chrono::nanoseconds kLockWait = std::chrono::milliseconds(5);
 constexpr std::size_t kMaxOps = 400;  // at most 2 s of lock waits per input
 constexpr std::size_t kMaxPermits = 8;
 
-// The fuzzer's private directory, made once and removed at exit.
+// The fuzzer's private directory, made once (in $CB_FUZZ_SEGMENT_DIR, which
+// the make target creates and removes, else in /tmp) and removed at a normal
+// exit (libFuzzer's workers and a crash do not run atexit handlers: hence
+// the make target's directory).
 const std::string& segment_path() {
   static const std::string path = []() {
-    char tmpl[] = "/tmp/cb-fuzz-segment-XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
+    const char* parent = std::getenv("CB_FUZZ_SEGMENT_DIR");
+    std::string tmpl = std::string(parent != nullptr ? parent : "/tmp") +
+                       "/cb-fuzz-segment-XXXXXX";
+    const char* dir = ::mkdtemp(tmpl.data());
     if (dir == nullptr) {
       std::perror("mkdtemp");
       std::abort();
