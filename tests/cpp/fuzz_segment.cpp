@@ -50,8 +50,8 @@ constexpr std::size_t kMaxPermits = 8;
 const std::string& segment_path() {
   static const std::string path = []() {
     const char* parent = std::getenv("CB_FUZZ_SEGMENT_DIR");
-    std::string tmpl = std::string(parent != nullptr ? parent : "/tmp") +
-                       "/cb-fuzz-segment-XXXXXX";
+    std::string tmpl =
+        std::string(parent != nullptr ? parent : "/tmp") + "/cb-fuzz-segment-XXXXXX";
     const char* dir = ::mkdtemp(tmpl.data());
     if (dir == nullptr) {
       std::perror("mkdtemp");
