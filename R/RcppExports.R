@@ -133,6 +133,14 @@ cb_segment_info <- function(path) {
     .Call(`_circuitbreaker_cb_segment_info`, path)
 }
 
+cb_segment_layout <- function() {
+    .Call(`_circuitbreaker_cb_segment_layout`)
+}
+
+cb_segment_hold_lock <- function(path) {
+    .Call(`_circuitbreaker_cb_segment_hold_lock`, path)
+}
+
 cb_redis_available <- function() {
     .Call(`_circuitbreaker_cb_redis_available`)
 }

@@ -152,11 +152,13 @@ poll_shared_transitions <- function(ref) {
     core$watching <- FALSE
     return(invisible())
   }
-  # A broken segment stops the loop (the next call reports it).
+  # A broken segment stops the loop (the next call reports it); a busy one
+  # (its lock held too long) is tried again at the next poll.
   ok <- tryCatch({
     emit_transitions(core)
     TRUE
-  }, circuit_breaker_error = function(e) FALSE)
+  }, circuit_breaker_store_busy = function(e) TRUE,
+  circuit_breaker_error = function(e) FALSE)
   if (ok) schedule_transition_poll(ref) else core$watching <- FALSE
   invisible()
 }

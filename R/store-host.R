@@ -138,6 +138,39 @@
 #' namespace are freed by their lease instead: `half_open_max_wait`, else
 #' `recovery_timeout`).
 #'
+#' @section Untrusted segments and stuck locks:
+#' Every process that can write a segment file can write any byte of it, and
+#' a damaged file must cost a call, never the process. Before a process uses
+#' the shared state it checks every index, count, enum and time it is about to
+#' use (the positions in the windows, the probe slots, the state, the slot
+#' that holds the state, the lock's own words): when it attaches, when it
+#' lists the store, on every call that takes the lock, and, on the lock-free
+#' admission path, the few fields that path reads. A value out of range is
+#' never used: the call raises an error of class
+#' `circuit_breaker_store_corrupt` (also `circuit_breaker_store_error` and
+#' `circuit_breaker_error`) that names the file, this breaker raises it from
+#' then on, and the process's other breakers go on working. Remove the file
+#' with `breaker_store_unlink()` and create the breaker again.
+#'
+#' No call waits for the lock longer than `lock_timeout` seconds (1 by
+#' default, at most 60). The lock is held for well under a microsecond per
+#' call, so a lock still held after that long belongs to a process that is
+#' alive but stopped (`SIGSTOP`, a debugger) or was forged by whoever wrote
+#' the file. The call then raises an error of class
+#' `circuit_breaker_store_busy` (also `circuit_breaker_store_error` and
+#' `circuit_breaker_error`) naming the file, and the breaker works again as
+#' soon as the lock is free (when its holder continues, or dies: a dead
+#' holder's lock is taken over at once). This holds for `$execute()` with a
+#' fallback too: the fallback answers for the dependency, not for the
+#' breaker's own store, and a fallback that silently hid a stuck store would
+#' leave every process on the host running without a breaker. Catch the
+#' class to choose otherwise. Admission in `CLOSED` and in an `OPEN` period
+#' takes no lock, so a call in `CLOSED` still runs its request and raises the
+#' error when it records the outcome, which is then not counted. The check of
+#' the shared log that a breaker with listeners runs on the event loop (see
+#' "Events") skips a busy lock and tries again at its next turn, so while a
+#' lock is stuck each turn may hold the event loop for `lock_timeout`.
+#'
 #' @section Speed:
 #' Admission in `CLOSED` and `OPEN` reads the shared state without a lock and
 #' without a system call; recording an outcome takes the lock for well under
@@ -152,6 +185,10 @@
 #'   (created if missing), or an existing directory that this process may
 #'   write to, that only this user or root can change (see "Security"). Every
 #'   process sharing a breaker must use the same directory.
+#' @param lock_timeout The longest time, in seconds (above 0, at most 60), that
+#'   a call waits for a shared breaker's lock before it raises an error of
+#'   class `circuit_breaker_store_busy`; see "Untrusted segments and stuck
+#'   locks". Each process chooses its own.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
 #'   `"host:port"` key of [breaker_for()]), at most 80 bytes.
 #' @param store A store from `breaker_store_host()`.
@@ -171,7 +208,7 @@
 #'   breaker_store_unlink("inventory", store)
 #' }
 #' @export
-breaker_store_host <- function(path = NULL) {
+breaker_store_host <- function(path = NULL, lock_timeout = 1) {
   if (!cb_host_supported()) {
     cli::cli_abort(
       c("Breakers shared by the processes of a host are not supported on this platform.",
@@ -213,7 +250,11 @@ breaker_store_host <- function(path = NULL) {
   if (file.access(path, 2L) != 0L) {
     abort_bad_argument("path", must, path, call = rlang::current_call())
   }
-  structure(list(kind = "host", path = normalizePath(path, mustWork = TRUE)),
+  # At most a minute: a bound that long already says "stuck".
+  lock_timeout <- check_number_decimal(lock_timeout, min = 0, max = 60, min_exclusive = TRUE,
+                                       must = "a number of seconds above 0 and at most 60")
+  structure(list(kind = "host", path = normalizePath(path, mustWork = TRUE),
+                 lock_timeout = lock_timeout),
             class = c("circuit_breaker_store_host", "circuit_breaker_store"))
 }
 
@@ -263,7 +304,9 @@ store_location <- function(store, name, call) {
   # The core's one limit for host and fleet (breaker_name.hpp).
   cb_check_name(name, shared = TRUE)
   if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
-  file.path(store$path, cb_segment_file_name(name))
+  # The lock's bound rides on the path to cb_create() (and is kept with it for
+  # re-attaching after readRDS()).
+  structure(file.path(store$path, cb_segment_file_name(name)), lock_timeout = store$lock_timeout %||% 1)
 }
 
 check_host_store <- function(store, call = rlang::caller_env()) {
@@ -278,7 +321,7 @@ check_host_store <- function(store, call = rlang::caller_env()) {
 breaker_store_unlink <- function(name, store = breaker_store_host()) {
   check_string(name)
   check_host_store(store)
-  path <- store_location(store, name, call = rlang::current_call())
+  path <- as.character(store_location(store, name, call = rlang::current_call()))
   invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
 }
 
@@ -354,14 +397,33 @@ abort_host_untrusted <- function(path, reason, segment = NULL, call = NULL) {
 }
 
 # Raised when a host segment in use turns out to be broken (its header was
-# overwritten, or its lock is unrecoverable).
+# overwritten, a value in it is out of range, or its lock is unrecoverable).
 abort_host_broken <- function(path, call = NULL) {
   cli::cli_abort(
-    c("Breaker segment {.file {path}} is damaged: it was overwritten, or its lock cannot be recovered.",
+    c(paste("Breaker segment {.file {path}} is damaged: it was overwritten (a value is out of range),",
+            "or its lock cannot be recovered."),
       i = "Remove it with {.fn breaker_store_unlink} and create the breaker again."),
     class = c("circuit_breaker_store_corrupt", "circuit_breaker_store_error", "circuit_breaker_error"),
     path = path,
     reason = "corrupt",
+    call = call
+  )
+}
+
+# Raised when a host segment's lock was still held after the bound of the
+# wait (`seconds`): its holder is stopped or its owner word forged. Not
+# damage: the breaker works again as soon as the lock is free.
+abort_host_busy <- function(path, seconds, call = NULL) {
+  cli::cli_abort(
+    c("Breaker segment {.file {path}} is busy: its lock was still held after {seconds} second{?s}.",
+      i = paste("A process holding it may be stopped (SIGSTOP, a debugger) or the segment tampered with;",
+                "this breaker works again once the lock is free."),
+      i = paste("Find the holder with {.code fuser {path}}; or remove the segment with",
+                "{.fn breaker_store_unlink} and create the breaker again.")),
+    class = c("circuit_breaker_store_busy", "circuit_breaker_store_error", "circuit_breaker_error"),
+    path = path,
+    reason = "busy",
+    seconds = seconds,
     call = call
   )
 }

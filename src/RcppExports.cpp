@@ -342,6 +342,25 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_segment_layout
+SEXP cb_segment_layout();
+RcppExport SEXP _circuitbreaker_cb_segment_layout() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_segment_layout());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_segment_hold_lock
+bool cb_segment_hold_lock(SEXP path);
+RcppExport SEXP _circuitbreaker_cb_segment_hold_lock(SEXP pathSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type path(pathSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_segment_hold_lock(path));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_redis_available
 bool cb_redis_available();
 RcppExport SEXP _circuitbreaker_cb_redis_available() {
@@ -472,6 +491,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_host_check_directory", (DL_FUNC) &_circuitbreaker_cb_host_check_directory, 1},
     {"_circuitbreaker_cb_host_default_directory", (DL_FUNC) &_circuitbreaker_cb_host_default_directory, 0},
     {"_circuitbreaker_cb_segment_info", (DL_FUNC) &_circuitbreaker_cb_segment_info, 1},
+    {"_circuitbreaker_cb_segment_layout", (DL_FUNC) &_circuitbreaker_cb_segment_layout, 0},
+    {"_circuitbreaker_cb_segment_hold_lock", (DL_FUNC) &_circuitbreaker_cb_segment_hold_lock, 1},
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},

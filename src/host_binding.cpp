@@ -63,12 +63,15 @@ SEXP cb_host_info(SEXP ptr) {
   cbr::BreakerHandle& h = cbr::breaker_from(ptr);
   const HostBreaker* host = h.breaker.host();
   if (host == nullptr) return R_NilValue;
+  const double recovered = static_cast<double>(host->recoveries());
+  h.breaker.check_host();  // recoveries() takes the lock
   return Rcpp::List::create(
-      Rcpp::Named("path") = VECTOR_ELT(R_ExternalPtrProtected(ptr), 2),
+      Rcpp::Named("path") =
+          Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),
       Rcpp::Named("creator_pid") = static_cast<double>(host->header().creator_pid),
       Rcpp::Named("seconds_since_created") = seconds_since(host->header().created_at),
       Rcpp::Named("commits") = static_cast<double>(host->commits()),
-      Rcpp::Named("recovered_owners") = static_cast<double>(host->recoveries()),
+      Rcpp::Named("recovered_owners") = recovered,
       Rcpp::Named("tracks_probe_owners") = host->tracks_owners());
 }
 
@@ -160,4 +163,51 @@ SEXP cb_segment_info(SEXP path) {
       Rcpp::Named("creator_pid") = creator,
       Rcpp::Named("creator_alive") = Rf_ScalarLogical(alive),
       Rcpp::Named("seconds_since_created") = age, Rcpp::Named("bytes") = size);
+}
+
+// For tests (internal): where the words a test damages sit in a segment
+// file, in bytes from its start, so that R tests write no magic numbers.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_segment_layout() {
+  using circuitbreaker::BreakerState;
+  using circuitbreaker::SegmentSlot;
+  const auto at = [](std::size_t offset) { return static_cast<double>(offset); };
+  const std::size_t slots = offsetof(Segment, slots);
+  const std::size_t state = offsetof(SegmentSlot, state);
+  return Rcpp::List::create(
+      Rcpp::Named("size") = at(sizeof(Segment)),
+      Rcpp::Named("mutex") = at(offsetof(Segment, control) +
+                                offsetof(circuitbreaker::SegmentControl, mutex)),
+      Rcpp::Named("mutex_bytes") = at(sizeof(circuitbreaker::RobustMutex)),
+      Rcpp::Named("committed") = at(offsetof(Segment, control) +
+                                    offsetof(circuitbreaker::SegmentControl, committed)),
+      Rcpp::Named("slots") = Rcpp::NumericVector::create(
+          at(slots + state), at(slots + sizeof(SegmentSlot) + state)),
+      Rcpp::Named("state") = at(offsetof(BreakerState, state)),
+      Rcpp::Named("count_window_position") =
+          at(offsetof(BreakerState, count_window) +
+             circuitbreaker::CountWindow::position_offset()));
+}
+
+// For tests (internal): locks the robust mutex of the segment at `path` and
+// returns with it held by this thread (the mapping stays open until the
+// process ends), so that a test process can hold a breaker's lock, stop
+// itself with SIGSTOP and let another process find the lock busy. TRUE if
+// it locked.
+// [[Rcpp::export(rng = false)]]
+bool cb_segment_hold_lock(SEXP path) {
+  if (TYPEOF(path) != STRSXP || Rf_xlength(path) != 1 ||
+      STRING_ELT(path, 0) == NA_STRING) {
+    cbr::abort_argument("path", "a single string", path);
+  }
+  static circuitbreaker::SegmentMapping held;  // one at a time: a test's process
+  if (held.open_file(CHAR(STRING_ELT(path, 0)), 0, false) != 0) return false;
+  if (circuitbreaker::inspect_segment(held.data(), held.size()) !=
+      SegmentStatus::Attached) {
+    return false;
+  }
+  circuitbreaker::Segment& seg = *held.segment();
+  const auto r = seg.control.mutex.lock_robust([&seg]() noexcept { seg.recover(); });
+  return r == circuitbreaker::RobustMutex::LockResult::Locked ||
+         r == circuitbreaker::RobustMutex::LockResult::Recovered;
 }

@@ -1,6 +1,7 @@
 // External-pointer lifecycle and error signalling shared by the bindings.
 #include "r_interface.h"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -100,6 +101,16 @@ void abort_host_store(const std::string& path,
   call_abort(call);
 }
 
+void abort_host_fault(const std::string& path, circuitbreaker::SegmentFault fault,
+                      std::chrono::nanoseconds wait) {
+  SEXP p = PROTECT(Rf_mkString(path.c_str()));
+  if (fault == circuitbreaker::SegmentFault::Busy) {
+    SEXP seconds = PROTECT(Rf_ScalarReal(static_cast<double>(wait.count()) / 1e9));
+    call_abort(PROTECT(Rf_lang3(Rf_install("abort_host_busy"), p, seconds)));
+  }
+  call_abort(PROTECT(Rf_lang2(Rf_install("abort_host_broken"), p)));
+}
+
 void abort_host_broken(SEXP ptr) {
   abort_by("abort_host_broken", VECTOR_ELT(R_ExternalPtrProtected(ptr), 2));
 }
@@ -132,10 +143,17 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   }
   const std::string path = CHAR(STRING_ELT(segment, 0));
   auto host = std::make_unique<circuitbreaker::HostBreaker>();
+  // The store's lock_timeout (seconds, checked by breaker_store_host()) rides
+  // on the path as an attribute; without one, the core's default bound.
+  SEXP wait = Rf_getAttrib(segment, Rf_install("lock_timeout"));
+  if (TYPEOF(wait) == REALSXP && Rf_xlength(wait) == 1 && REAL(wait)[0] > 0) {
+    host->set_lock_wait(
+        std::chrono::nanoseconds(circuitbreaker::seconds_to_nanos(REAL(wait)[0])));
+  }
   const circuitbreaker::HostBreaker::OpenResult r =
       host->open(path, c, circuitbreaker::SteadyClock::now());
   if (!r.ok()) abort_host_store(path, r);
-  return std::make_unique<BreakerHandle>(std::move(host));
+  return std::make_unique<BreakerHandle>(std::move(host), path);
 }
 
 // The Redis store: spec is list(url, prefix, sync_interval, timeout, name,

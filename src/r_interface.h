@@ -5,6 +5,7 @@
 
 #include <Rcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,13 @@ namespace cbr {
 
 using circuitbreaker::Nanos;
 
+// Raises the R error for a fault a host operation found (HostBreaker::
+// take_fault(): Busy, a lock still held after its bound; Corrupt, a value
+// out of range or an unusable mutex) on the segment at `path`.
+[[noreturn]] void abort_host_fault(const std::string& path,
+                                   circuitbreaker::SegmentFault fault,
+                                   std::chrono::nanoseconds wait);
+
 // One breaker in one of its stores: the state machine in this process
 // (circuitbreaker::Breaker, inline), in a host segment (HostBreaker), or a
 // fleet member (FleetMember: a Breaker in this process that a sync thread
@@ -31,8 +39,8 @@ class AnyBreaker {
     local_.emplace(s, now);
     core_ = &*local_;
   }
-  explicit AnyBreaker(std::unique_ptr<circuitbreaker::HostBreaker> host)
-      : host_(std::move(host)) {}
+  AnyBreaker(std::unique_ptr<circuitbreaker::HostBreaker> host, std::string path)
+      : host_(std::move(host)), host_path_(std::move(path)) {}
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   AnyBreaker(std::shared_ptr<circuitbreaker::FleetMember> member,
              std::shared_ptr<circuitbreaker::FleetSync> sync)
@@ -58,7 +66,7 @@ class AnyBreaker {
     return host_ ? host_->settings() : core_->settings();
   }
   circuitbreaker::Admission acquire(Nanos now, Nanos lease) {
-    if (host_) return host_->acquire(now, lease);
+    if (host_) return checked(host_->acquire(now, lease));
     circuitbreaker::Admission a = core_->acquire(now, lease);
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
     if (member_ && a.permitted && a.permit.kind == circuitbreaker::PermitKind::Probe) {
@@ -75,7 +83,7 @@ class AnyBreaker {
   }
   bool record(const circuitbreaker::Permit& p, circuitbreaker::Outcome o, Nanos now,
               Nanos open_for) {
-    if (host_) return host_->record(p, o, now, open_for);
+    if (host_) return checked(host_->record(p, o, now, open_for));
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
     if (member_) {
       // A local trip goes to the fleet at once, and a failure soon, not at
@@ -94,23 +102,29 @@ class AnyBreaker {
     return core_->record(p, o, now, open_for);
   }
   void release(const circuitbreaker::Permit& p, Nanos now) {
-    if (host_) return host_->release(p, now);
+    if (host_) {
+      host_->release(p, now);
+      return check_host();
+    }
     core_->release(p, now);
     settled(p, true, now);
   }
-  bool note(circuitbreaker::Outcome o, Nanos now) noexcept {
-    return host_ ? host_->note(o, now) : core_->note(o, now);
+  bool note(circuitbreaker::Outcome o, Nanos now) {
+    return host_ ? checked(host_->note(o, now)) : core_->note(o, now);
   }
   void reset(Nanos now) {
     host_ ? host_->reset(now) : core_->reset(now);
+    check_host();
     tell_fleet(circuitbreaker::FleetCommand::Reset);
   }
   void force_open(Nanos now) {
     host_ ? host_->force_open(now) : core_->force_open(now);
+    check_host();
     tell_fleet(circuitbreaker::FleetCommand::ForceOpen);
   }
   void disable(Nanos now) {
     host_ ? host_->disable(now) : core_->disable(now);
+    check_host();
     tell_fleet(circuitbreaker::FleetCommand::Disable);
   }
   // Only for the process store (a shared breaker's configuration is its
@@ -118,19 +132,37 @@ class AnyBreaker {
   void reconfigure(const circuitbreaker::Settings& s, Nanos now) noexcept {
     local_->reconfigure(s, now);
   }
-  circuitbreaker::Snapshot snapshot(Nanos now) const noexcept {
-    return host_ ? host_->snapshot(now) : core_->snapshot(now);
+  circuitbreaker::Snapshot snapshot(Nanos now) const {
+    return host_ ? checked(host_->snapshot(now)) : core_->snapshot(now);
   }
   std::size_t transitions_since(std::uint64_t after, circuitbreaker::Transition* out,
-                                std::size_t max) const noexcept {
-    return host_ ? host_->transitions_since(after, out, max)
+                                std::size_t max) const {
+    return host_ ? checked(host_->transitions_since(after, out, max))
                  : core_->transitions_since(after, out, max);
   }
-  std::size_t history(Nanos now, circuitbreaker::ActivityBucket* out) noexcept {
-    return host_ ? host_->history(now, out) : core_->history(now, out);
+  std::size_t history(Nanos now, circuitbreaker::ActivityBucket* out) {
+    return host_ ? checked(host_->history(now, out)) : core_->history(now, out);
+  }
+
+  // Raises the R error for what the last host operations found wrong with
+  // the segment (a busy lock, a corrupt segment); nothing otherwise. Every
+  // host operation above calls it before its result is used: a result
+  // computed on the lock's scratch copy never reaches R.
+  void check_host() const {
+    if (!host_) return;
+    const circuitbreaker::SegmentFault f = host_->take_fault();
+    if (f != circuitbreaker::SegmentFault::None) {
+      abort_host_fault(host_path_, f, host_->lock_wait());
+    }
   }
 
  private:
+  template <typename T>
+  T checked(T result) const {
+    check_host();
+    return result;
+  }
+
   // A fleet probe's outcome (or release) goes to the fleet at once.
   void settled(const circuitbreaker::Permit& p, bool released, Nanos now) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
@@ -158,6 +190,7 @@ class AnyBreaker {
   std::optional<circuitbreaker::Breaker> local_;
   circuitbreaker::Breaker* core_ = nullptr;  // local_'s, or the fleet member's
   std::unique_ptr<circuitbreaker::HostBreaker> host_;
+  std::string host_path_;  // the segment file, for error messages
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   std::shared_ptr<circuitbreaker::FleetMember> member_;
   std::shared_ptr<circuitbreaker::FleetSync> sync_;
@@ -171,8 +204,8 @@ struct BreakerHandle {
                 const circuitbreaker::ManualClock* manual_clock)
       : clock(manual_clock), breaker(s, now_of(manual_clock)) {}
   // In a host segment (always on the system clock).
-  explicit BreakerHandle(std::unique_ptr<circuitbreaker::HostBreaker> host)
-      : clock(nullptr), breaker(std::move(host)) {}
+  BreakerHandle(std::unique_ptr<circuitbreaker::HostBreaker> host, std::string path)
+      : clock(nullptr), breaker(std::move(host), std::move(path)) {}
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   // A fleet member, on its sync's clock (the system's, skewed in tests).
   BreakerHandle(std::shared_ptr<circuitbreaker::FleetMember> member,

@@ -226,7 +226,7 @@ TEST_CASE("host store, one process", "[host-single]") {
     open_or_die(hb, path, cb::Config{}, 0);
     cb::SegmentMapping m;
     REQUIRE(m.open_file(path.c_str(), sizeof(cb::Segment), false) == 0);
-    cb::SegmentLock lock(*m.segment());
+    cb::SegmentLock lock(*m.segment(), cb::make_settings(cb::Config{}));
     BENCHMARK(kRobust) {
       cb::LockGuard<cb::SegmentLock> g(lock);
       return ++n;

@@ -370,7 +370,10 @@ class DyingLock {
 class DyingStore {
  public:
   using Lock = DyingLock;
-  DyingStore(cb::Segment& s, int stage) : inner_(s) { lock_.stage = stage; }
+  DyingStore(cb::Segment& s, const cb::Settings& settings, int stage)
+      : inner_(s, settings) {
+    lock_.stage = stage;
+  }
   cb::BreakerState& state() noexcept { return inner_.state(); }
   const cb::BreakerState& state() const noexcept { return std::as_const(inner_).state(); }
   // Set on every call: BasicBreaker holds a copy of the store.
@@ -418,7 +421,8 @@ TEST_CASE("pending rejections are counted once when the folding process dies", "
       return 3;
     }
     cb::BasicBreaker<DyingStore> b(cb::BasicBreaker<DyingStore>::Attach{},
-                                   DyingStore(*m.segment(), stage), cb::make_settings(c));
+                                   DyingStore(*m.segment(), cb::make_settings(c), stage),
+                                   cb::make_settings(c));
     b.absorb_pending_rejections(3 * kS);  // takes them, then dies unlocking
     return 4;
   });
@@ -1579,4 +1583,229 @@ TEST_CASE("an untracked probe gets a lease whichever way `no deadline` is spelt"
   CHECK(full.retry_after == 500 * kMs);  // not kUnknownWait: it has a deadline
   CHECK(hb.acquire(5 * kS + 1).permitted);
   CHECK(hb.snapshot(5 * kS + 1).totals.expired == 1);
+}
+
+// ---------------------------------------------------------------------------
+// A segment is untrusted input (issue 18): a crafted value out of range gives
+// the Corrupt verdict, a lock that is not released in time the Busy verdict,
+// within the lock's bound, and never a crash or a hang.
+
+namespace {
+
+// A byte-level write into the committed slot's state, as another process
+// (or a crafted file) could make it.
+template <typename T>
+void poke(cb::Segment& seg, std::size_t offset_in_state, T value) {
+  auto* base = reinterpret_cast<unsigned char*>(
+      &seg.slots[seg.control.committed.load() & 1u].state);
+  std::memcpy(base + offset_in_state, &value, sizeof value);
+}
+
+// The glibc lock word of the segment's mutex (the owner's thread id, and the
+// waiters and owner-died bits).
+int* lock_word(cb::Segment& seg) {
+  return &reinterpret_cast<pthread_mutex_t*>(&seg.control.mutex)->__data.__lock;
+}
+
+constexpr auto kHangBound = std::chrono::seconds(5);  // a hang detector, not a timing
+
+template <typename F>
+bool returns_within(F&& f, std::chrono::nanoseconds bound = kHangBound) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::steady_clock::now() - t0 < bound;
+}
+
+}  // namespace
+
+TEST_CASE("a value out of range in a live segment is reported as corrupt, never used",
+          "[host][segment]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  cb::Config c = host_config();
+  c.failure_rate_threshold = 0.5;
+  c.window_size = 10;
+  const std::string path = dir.file("crafted");
+  cb::HostBreaker hb;
+  open_ok(hb, path, c, 0);
+  cb::HostBreaker other;  // a second breaker of the same process
+  open_ok(other, dir.file("other"), c, 0);
+  hb.record(hb.acquire(1).permit, cb::Outcome::Success, 1);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+
+  std::string what;
+  bool lock_only = false;        // only a lock holder can tell (attaching cannot)
+  bool settings_needed = false;  // listing (no settings) cannot tell
+  const std::size_t window_next =
+      offsetof(cb::BreakerState, count_window) + cb::CountWindow::position_offset();
+  SECTION("a count-window position past the window") {
+    what = "a count-window position past the window";
+    poke<std::uint32_t>(seg, window_next, 10);
+    settings_needed = true;
+  }
+  SECTION("a count-window position past the array") {
+    what = "a count-window position past the array";
+    poke<std::uint32_t>(seg, window_next, 0xFFFFFFF0u);
+  }
+  SECTION("more probes in flight than half_open_max_calls") {
+    what = "more probes in flight than half_open_max_calls";
+    poke<std::uint32_t>(seg, offsetof(cb::BreakerState, probes), 0xFFFFFFFFu);
+    settings_needed = true;
+  }
+  SECTION("a state that is not a State") {
+    what = "a state that is not a State";
+    poke<std::uint8_t>(seg, offsetof(cb::BreakerState, state), 7);
+  }
+  SECTION("a bool that is neither 0 nor 1") {
+    what = "a bool that is neither 0 nor 1";
+    poke<std::uint8_t>(seg, offsetof(cb::BreakerState, ramping), 2);
+  }
+  SECTION("a NaN jitter factor") {
+    what = "a NaN jitter factor";
+    poke<double>(seg, offsetof(cb::BreakerState, jitter_factor),
+                 std::numeric_limits<double>::quiet_NaN());
+  }
+  SECTION("an open time before the clock's start") {
+    what = "an open time before the clock's start";
+    poke<cb::Nanos>(seg, offsetof(cb::BreakerState, opened_at),
+                    std::numeric_limits<cb::Nanos>::min());
+  }
+  SECTION("a committed slot index out of range") {
+    what = "a committed slot index out of range";
+    seg.control.committed.store(5);
+  }
+  SECTION("an odd sequence counter under the lock") {
+    what = "an odd sequence counter under the lock";
+    seg.control.seq.store(seg.control.seq.load() | 1);
+    lock_only = true;
+  }
+  SECTION("a dirty flag that nobody set") {
+    what = "a dirty flag that nobody set";
+    seg.control.dirty = 1;
+    lock_only = true;
+  }
+
+  INFO(what);
+  const std::uint64_t commits = hb.commits();
+  bool done = false;
+  CHECK(returns_within([&]() {
+    const cb::Admission a = hb.acquire(2);
+    if (a.permitted) hb.record(a.permit, cb::Outcome::Failure, 2);
+    (void)hb.snapshot(3);
+    done = true;
+  }));
+  CHECK(done);
+  CHECK(hb.take_fault() == cb::SegmentFault::Corrupt);
+  CHECK_FALSE(hb.healthy());
+  CHECK(hb.commits() == commits);  // nothing was written through the bad value
+  // Attaching and listing refuse it too (a dirty flag or an odd seq is what
+  // a holder leaves while it works: only the next holder can tell).
+  const cb::SegmentStatus refused =
+      lock_only ? cb::SegmentStatus::Attached : cb::SegmentStatus::Corrupt;
+  cb::HostBreaker again;
+  CHECK(again.open(path, c, 4).status == refused);
+  CHECK(cb::inspect_segment(view.data(), view.size()) ==
+        (settings_needed ? cb::SegmentStatus::Attached : refused));
+  // The process goes on with its other breakers.
+  const cb::Admission b = other.acquire(5);
+  REQUIRE(b.permitted);
+  other.record(b.permit, cb::Outcome::Success, 5);
+  CHECK(other.take_fault() == cb::SegmentFault::None);
+  CHECK(other.snapshot(6).totals.successes == 1);
+}
+
+TEST_CASE(
+    "a state the lock-free admission cannot read goes to the lock, which says corrupt",
+    "[host][segment]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("fast");
+  cb::HostBreaker hb;
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  cb::AdmissionView v;
+  REQUIRE(seg.read_admission(v));
+  poke<std::uint8_t>(seg, offsetof(cb::BreakerState, state), 0xFF);
+  CHECK_FALSE(seg.read_admission(v));
+  (void)hb.acquire(1);
+  CHECK(hb.take_fault() == cb::SegmentFault::Corrupt);
+}
+
+TEST_CASE("an overwritten mutex type is corrupt, not locked", "[host][segment]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("kind");
+  cb::HostBreaker hb;
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  reinterpret_cast<pthread_mutex_t*>(&seg.control.mutex)->__data.__kind ^= 0x20;
+  CHECK(returns_within([&]() { (void)hb.snapshot(1); }));
+  CHECK(hb.take_fault() == cb::SegmentFault::Corrupt);
+  CHECK_FALSE(hb.healthy());
+}
+
+TEST_CASE(
+    "a forged owner word makes a call busy for at most the bound, then usable again",
+    "[host][segment]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("forged");
+  cb::HostBreaker hb;
+  hb.set_lock_wait(std::chrono::milliseconds(20));
+  open_ok(hb, path, host_config(), 0);
+  cb::SegmentMapping view;
+  cb::Segment& seg = raw_view(view, path);
+  const pid_t owner = GENERATE(pid_t{1}, ::getppid(), ::getpid());
+  CAPTURE(owner);
+  *lock_word(seg) = owner;  // a live thread that will never unlock it
+  CHECK(returns_within([&]() { (void)hb.snapshot(1); }));
+  CHECK(hb.take_fault() == cb::SegmentFault::Busy);
+  CHECK(returns_within([&]() { hb.note(cb::Outcome::Failure, 2); }));
+  CHECK(hb.take_fault() == cb::SegmentFault::Busy);
+  CHECK(hb.healthy());             // busy is not damage
+  CHECK(hb.acquire(3).permitted);  // CLOSED admission takes no lock
+  *lock_word(seg) = 0;
+  hb.note(cb::Outcome::Failure, 4);
+  CHECK(hb.take_fault() == cb::SegmentFault::None);
+  CHECK(hb.snapshot(5).consecutive_failures == 1);  // the busy note counted nothing
+}
+
+TEST_CASE("a stopped holder makes calls busy within the bound; its death frees the lock",
+          "[host][segment]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.file("stopped");
+  const cb::Config c = host_config();
+  cb::HostBreaker hb;
+  hb.set_lock_wait(std::chrono::milliseconds(50));
+  open_ok(hb, path, c, 0);
+  ChildReaper reaper;
+  const pid_t pid = spawn([&]() {
+    cb::SegmentMapping m;
+    if (m.open_file(path.c_str(), sizeof(cb::Segment), false) != 0) return 2;
+    if (::pthread_mutex_lock(
+            reinterpret_cast<pthread_mutex_t*>(&m.segment()->control.mutex)) != 0) {
+      return 3;
+    }
+    std::raise(SIGSTOP);
+    return 4;
+  });
+  REQUIRE(pid > 0);
+  reaper.add(pid);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+  REQUIRE(WIFSTOPPED(status));
+
+  CHECK(returns_within([&]() { hb.force_open(1); }));
+  CHECK(hb.take_fault() == cb::SegmentFault::Busy);
+  CHECK(hb.healthy());
+
+  reaper.kill_all();  // SIGKILL a stopped process: it dies holding the lock
+  hb.force_open(2);
+  CHECK(hb.take_fault() == cb::SegmentFault::None);
+  CHECK(hb.snapshot(3).state == cb::State::ForcedOpen);
+  CHECK(hb.recoveries() == 1);
 }

@@ -84,8 +84,10 @@ TEST_CASE("two breakers on one segment share one state", "[segment]") {
   REQUIRE(m1.data() != m2.data());
   CHECK(m1.segment()->header.creator_pid == ::getpid());
 
-  cb::SharedBreaker b1(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m1.segment()), s);
-  cb::SharedBreaker b2(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m2.segment()), s);
+  cb::SharedBreaker b1(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m1.segment(), s),
+                       s);
+  cb::SharedBreaker b2(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m2.segment(), s),
+                       s);
   CHECK(b2.snapshot(3000).state == cb::State::Closed);
   CHECK(b2.snapshot(3000).state_since == 1000);  // initialised by the creator
 
@@ -111,8 +113,8 @@ TEST_CASE("a segment commits writes and only writes", "[segment]") {
   cb::SegmentMapping m;
   REQUIRE(open_segment(m, dir.file("commit"), c, 0) == cb::SegmentStatus::Created);
   cb::Segment& seg = *m.segment();
-  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(seg),
-                      cb::make_settings(c));
+  cb::SharedBreaker b(cb::SharedBreaker::Attach{},
+                      cb::SegmentStore(seg, cb::make_settings(c)), cb::make_settings(c));
 
   const std::uint64_t seq0 = seg.control.seq.load();
   CHECK(seq0 % 2 == 0);
@@ -159,7 +161,8 @@ TEST_CASE("forked processes update one shared breaker exactly", "[segment]") {
           cb::SegmentStatus::Attached) {
         return 2;
       }
-      cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*cm.segment()),
+      cb::SharedBreaker b(cb::SharedBreaker::Attach{},
+                          cb::SegmentStore(*cm.segment(), cb::make_settings(c)),
                           cb::make_settings(c));
       for (int k = 0; k < kCalls; ++k) {
         if (!call(b, cb::Outcome::Success, cb::SteadyClock::now())) return 3;
@@ -171,7 +174,8 @@ TEST_CASE("forked processes update one shared breaker exactly", "[segment]") {
     REQUIRE(pid > 0);
     CHECK(exited_ok(wait_child(pid, std::chrono::seconds(120))));
   }
-  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m.segment()),
+  cb::SharedBreaker b(cb::SharedBreaker::Attach{},
+                      cb::SegmentStore(*m.segment(), cb::make_settings(c)),
                       cb::make_settings(c));
   const cb::Snapshot snap = b.snapshot(cb::SteadyClock::now());
   CHECK(snap.totals.calls == kChildren * kCalls);
@@ -190,7 +194,7 @@ TEST_CASE("a process killed holding the lock leaves the last committed state",
   cb::SegmentMapping m;
   REQUIRE(open_segment(m, path, c, 0) == cb::SegmentStatus::Created);
   cb::Segment& seg = *m.segment();
-  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(seg), s);
+  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(seg, s), s);
   REQUIRE(call(b, cb::Outcome::Success, 10));
   REQUIRE(call(b, cb::Outcome::Failure, 20));
 
@@ -206,7 +210,7 @@ TEST_CASE("a process killed holding the lock leaves the last committed state",
   const pid_t pid = spawn([&]() {
     cb::SegmentMapping cm;
     if (open_segment(cm, path, c, 0) != cb::SegmentStatus::Attached) return 2;
-    cb::SegmentStore store(*cm.segment());
+    cb::SegmentStore store(*cm.segment(), cb::make_settings(c));
     store.lock().lock();
     cb::BreakerState& w = store.state();
     if (stage == 0) {
@@ -253,7 +257,7 @@ TEST_CASE("processes killed at random points keep the totals consistent", "[segm
   cb::SegmentMapping m;
   REQUIRE(open_segment(m, path, c, cb::SteadyClock::now()) == cb::SegmentStatus::Created);
   cb::Segment& seg = *m.segment();
-  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(seg), s);
+  cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(seg, s), s);
 
   struct Progress {
     std::atomic<std::uint64_t> attempted;  // record() calls started
@@ -278,8 +282,8 @@ TEST_CASE("processes killed at random points keep the totals consistent", "[segm
           cb::SegmentStatus::Attached) {
         return 2;
       }
-      cb::SharedBreaker cbk(cb::SharedBreaker::Attach{}, cb::SegmentStore(*cm.segment()),
-                            s);
+      cb::SharedBreaker cbk(cb::SharedBreaker::Attach{},
+                            cb::SegmentStore(*cm.segment(), s), s);
       for (std::uint64_t k = 0; k < kMaxCallsPerChild; ++k) {
         const cb::Nanos now = cb::SteadyClock::now();
         const cb::Admission a = cbk.acquire(now);
@@ -427,7 +431,7 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
     CHECK(attach() == cb::SegmentStatus::Created);
   }
   SECTION("a segment of another boot is initialised again") {
-    cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*copy), s);
+    cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*copy, s), s);
     REQUIRE(call(b, cb::Outcome::Failure, 10));
     REQUIRE(copy->committed_state().totals.calls == 1);
     copy->header.boot ^= 1;
@@ -553,7 +557,8 @@ TEST_CASE("concurrent init_or_attach on a fresh file: one creator", "[segment]")
     // And the segment they made works.
     cb::SegmentMapping m;
     REQUIRE(open_segment(m, path, c, 0) == cb::SegmentStatus::Attached);
-    cb::SharedBreaker b(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m.segment()),
+    cb::SharedBreaker b(cb::SharedBreaker::Attach{},
+                        cb::SegmentStore(*m.segment(), cb::make_settings(c)),
                         cb::make_settings(c));
     CHECK(call(b, cb::Outcome::Success, cb::SteadyClock::now()));
   }
@@ -571,8 +576,10 @@ TEST_CASE("the POSIX shm mapping opens, attaches and is removed", "[segment]") {
           cb::SegmentStatus::Created);
     CHECK(cb::init_or_attach(m2.data(), m2.size(), c, s, 0, ::getpid()) ==
           cb::SegmentStatus::Attached);
-    cb::SharedBreaker b1(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m1.segment()), s);
-    cb::SharedBreaker b2(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m2.segment()), s);
+    cb::SharedBreaker b1(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m1.segment(), s),
+                         s);
+    cb::SharedBreaker b2(cb::SharedBreaker::Attach{}, cb::SegmentStore(*m2.segment(), s),
+                         s);
     CHECK(call(b1, cb::Outcome::Success, 10));
     CHECK(b2.snapshot(20).totals.calls == 1);
   }

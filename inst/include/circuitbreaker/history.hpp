@@ -61,6 +61,14 @@ class ActivityHistory {
     return n;
   }
 
+  // Whether the newest bucket is one a clock reading can fall in. (Every
+  // other value is safe to use: slots are taken modulo the span and every
+  // loop is bounded by it; this keeps a forged future bucket from hiding all
+  // activity.)
+  bool valid() const noexcept {
+    return static_cast<Nanos>(newest_) <= kMaxClockNanos / kHistoryBucketWidth;
+  }
+
  private:
   static constexpr std::int64_t kSpan = static_cast<std::int64_t>(kHistoryBuckets);
   struct Counts {

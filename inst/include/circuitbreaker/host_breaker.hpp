@@ -27,6 +27,12 @@
 //     cannot judge the creator's pids: its probes are untracked, and a
 //     synchronous one gets recovery_timeout as its lease instead, so that it
 //     still cannot hold HALF_OPEN forever.
+//   - Distrust. The segment is input that any process mapping it can write:
+//     the lock-free path checks the fields it copies, every locked operation
+//     checks the mutex, the control words and the state it is about to use
+//     (segment.hpp's SegmentLock), and no wait for the lock lasts longer
+//     than lock_wait(). take_fault() then says Busy or Corrupt, and the
+//     caller reports that instead of the operation's result.
 //   - The clock. Every process reads the host's monotonic clock
 //     (SteadyClock: CLOCK_MONOTONIC on Linux, one clock for the whole host).
 //
@@ -141,8 +147,9 @@ class HostBreaker {
     }
     const std::uint64_t ns = pid_namespace_id();
     tracks_owners_ = ns != 0 && ns == mapping_.segment()->header.creator_pid_namespace;
-    breaker_.emplace(typename SharedBreaker::Attach{}, SegmentStore(*mapping_.segment()),
-                     settings);
+    breaker_.emplace(typename SharedBreaker::Attach{},
+                     SegmentStore(*mapping_.segment(), settings), settings);
+    breaker_->store().lock().set_wait(lock_wait_);
     return r;
   }
 
@@ -166,6 +173,23 @@ class HostBreaker {
   }
 
   const Settings& settings() const noexcept { return breaker_->settings(); }
+
+  // What the operations since the last call found wrong with the segment
+  // (the worst: Corrupt, then Busy), and forgets it. The results of an
+  // operation that found a fault are a private scratch copy's: the caller
+  // reports the fault instead of using them. Corrupt also makes healthy()
+  // false for good; Busy does not (the next operation tries the lock again).
+  SegmentFault take_fault() noexcept {
+    return breaker_ ? breaker_->store().lock().take_fault() : SegmentFault::None;
+  }
+
+  // The bound of every wait for the segment's lock (RobustMutex::kDefaultWait
+  // unless set; kept across open()).
+  void set_lock_wait(std::chrono::nanoseconds w) noexcept {
+    lock_wait_ = w;
+    if (breaker_) breaker_->store().lock().set_wait(w);
+  }
+  std::chrono::nanoseconds lock_wait() const noexcept { return lock_wait_; }
 
   Admission acquire(Nanos now, Nanos probe_lease = kNever) noexcept {
     Segment& seg = *mapping_.segment();
@@ -239,6 +263,7 @@ class HostBreaker {
   SegmentMapping mapping_;
   std::optional<SharedBreaker> breaker_;
   bool tracks_owners_ = false;
+  std::chrono::nanoseconds lock_wait_ = RobustMutex::kDefaultWait;
 };
 
 }  // namespace circuitbreaker

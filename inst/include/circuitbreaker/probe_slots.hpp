@@ -88,6 +88,16 @@ class ProbeSlots {
     return true;
   }
 
+  // Whether only slots that exist are marked taken (a mask read from shared
+  // memory may have any bit set; take() searches the mask for a free slot).
+  bool valid() const noexcept {
+    if constexpr (kCapacity < 32) {
+      return (mask_ >> kCapacity) == 0;
+    } else {
+      return true;
+    }
+  }
+
  private:
   static constexpr std::uint32_t bit(std::uint32_t i) noexcept {
     return std::uint32_t{1} << i;

@@ -60,6 +60,15 @@
 // another configuration (WrongConfig: config_hash(), an FNV-1a over the
 // argument table, config_fields.hpp).
 //
+// Distrust: any process that maps the segment can write any byte of it, so
+// nothing read from it is used unchecked. The lock-free admission checks the
+// fields it copies (checked_admission_view()); SegmentLock checks the
+// mutex's type word, waits for it at most its bound, and once it holds it
+// checks the control words and the committed state (valid(), state.hpp)
+// before the state machine sees them; attaching and listing check the
+// committed state too. What fails is reported (SegmentFault: Busy, Corrupt),
+// never used.
+//
 // OS calls (open, mmap, sleeping while another process initialises) happen in
 // SegmentMapping and init_or_attach() only; the state machine's operations
 // cost a mutex, a 2.3 kB copy when they write, and three atomic stores.
@@ -323,10 +332,10 @@ struct Segment {
   }
 
   // Without the lock: copies the admission fields of the committed state
-  // (a seqlock read). The lock holder never writes the committed slot, and
-  // while seq stays even and unchanged `committed` does not move, so a copy
-  // made between two equal even reads of seq is whole. Gives up (false)
-  // after a few torn reads: the caller then takes the lock.
+  // (a seqlock read), checked (state.hpp's checked_admission_view()). The lock holder
+  // never writes the committed slot, and while seq stays even and unchanged `committed`
+  // does not move, so a copy made between two equal even reads of seq is whole. Gives up
+  // (false) after a few torn reads: the caller then takes the lock.
   //
   // The fields are read with plain loads while another process may be
   // writing the slot being read (the copy is then discarded): the usual
@@ -337,14 +346,47 @@ struct Segment {
       const std::uint64_t s1 = control.seq.load(std::memory_order_acquire);
       if ((s1 & 1) != 0) continue;
       const std::uint32_t c = control.committed.load(std::memory_order_acquire) & 1u;
-      const AdmissionView v = admission_view(slots[c].state);
+      AdmissionView v;
+      const bool ok = checked_admission_view(slots[c].state, v);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (control.seq.load(std::memory_order_relaxed) == s1) {
+        // A whole copy out of range: the segment was overwritten. The
+        // caller takes the lock, which checks the block and says so.
+        if (!ok) return false;
         out = v;
         return true;
       }
     }
     return false;
+  }
+
+  // Without the lock (attaching, listing): whether the committed state
+  // passes `check`, read between two equal even readings of seq as
+  // read_admission() reads. A slot index out of range fails; a seq that
+  // keeps changing passes (the lock checks the state before its first use).
+  template <typename Check>
+  bool committed_passes(Check&& check) const noexcept {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::uint64_t s1 = control.seq.load(std::memory_order_acquire);
+      if ((s1 & 1) != 0) continue;
+      const std::uint32_t c = control.committed.load(std::memory_order_acquire);
+      if (c > 1) return false;
+      const bool ok = check(slots[c].state);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (control.seq.load(std::memory_order_relaxed) == s1) return ok;
+    }
+    return true;
+  }
+
+  // Under the lock, just taken: whether the control words are what every
+  // holder leaves them (a slot index, nothing dirty, an even seq) and the
+  // committed state passes valid() for `settings`. Anything else was written
+  // by something that is not this code, and nothing in the segment is used.
+  bool valid_under_lock(const Settings& settings) const noexcept {
+    const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
+    return c <= 1 && control.dirty == 0 &&
+           (control.seq.load(std::memory_order_relaxed) & 1) == 0 &&
+           valid(slots[c].state, settings);
   }
 
   // EOWNERDEAD: discard the dead owner's copy; an odd seq (it died while
@@ -384,30 +426,44 @@ inline std::uint64_t segment_magic_word() noexcept {
   return w;
 }
 
+// What went wrong with a segment's lock, as one operation found it.
+enum class SegmentFault : std::uint8_t {
+  None = 0,
+  Busy = 1,    // the lock was still held when the wait's bound passed
+  Corrupt = 2  // the mutex or the state is not what this code ever leaves
+};
+
 // The lock of a segment, as one process holds it: one per process and
 // breaker, in that process's memory. unlock() commits what the critical
 // section wrote.
 //
-// Locking can fail only if the mutex is unrecoverable, which this code never
-// leaves it (it always makes a recovered mutex consistent): memory that
-// someone else overwrote. Running the state machine unlocked on shared memory
-// would corrupt it silently, and aborting the process is worse; so a failed
-// lock() makes the critical section work on a private scratch copy, which is
-// discarded, and counts the failure: the caller (HostBreaker) checks
-// failures() after the operation and reports the segment as broken.
+// The segment is untrusted input (any process that maps it can write any
+// byte), so lock() may fail in two ways, and running the state machine on
+// shared memory that it has not locked, or on a block out of range, is never
+// an option (nor is aborting the process):
+//   - Busy: the mutex was still held after the wait's bound (wait(); a
+//     holder stopped by SIGSTOP, or a forged owner word). Not counted as
+//     damage: the next operation tries again.
+//   - Corrupt: the mutex cannot be locked (unrecoverable, or its type word
+//     overwritten), or once locked the control words or the committed state
+//     fail Segment::valid_under_lock(): an index, count, enum or time out of
+//     range. Counted in failures(); the caller (HostBreaker) reports the
+//     segment as broken.
+// Either way the critical section runs on a private scratch copy, which is
+// discarded, and fault() says what happened.
 class SegmentLock {
  public:
-  explicit SegmentLock(Segment& s) noexcept : seg_(&s) {}
+  SegmentLock(Segment& s, const Settings& settings) noexcept
+      : seg_(&s), settings_(settings) {}
 
   void lock() noexcept {
-    if (seg_->control.mutex.lock_robust([this]() noexcept { seg_->recover(); }) ==
-        RobustMutex::LockResult::Failed) {
-      failing_ = true;
-      ++failures_;
-      // From the last committed state, so that what a broken breaker still
-      // reports (a snapshot for the error) is that state.
-      const std::uint32_t c = seg_->control.committed.load(std::memory_order_acquire);
-      std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[c & 1u], sizeof scratch_);
+    const RobustMutex::LockResult r =
+        seg_->control.mutex.lock_robust([this]() noexcept { seg_->recover(); }, wait_);
+    if (r == RobustMutex::LockResult::TimedOut) return fail(SegmentFault::Busy);
+    if (r == RobustMutex::LockResult::Failed) return fail(SegmentFault::Corrupt);
+    if (!seg_->valid_under_lock(settings_)) {
+      seg_->control.mutex.unlock();
+      fail(SegmentFault::Corrupt);
     }
   }
 
@@ -420,8 +476,19 @@ class SegmentLock {
     seg_->control.mutex.unlock();
   }
 
-  // How many lock() calls found the mutex unrecoverable.
+  // How many lock() calls found the mutex or the state corrupt.
   std::uint64_t failures() const noexcept { return failures_; }
+  // The worst fault since the last take_fault(), which clears it.
+  SegmentFault fault() const noexcept { return fault_; }
+  SegmentFault take_fault() noexcept {
+    const SegmentFault f = fault_;
+    fault_ = SegmentFault::None;
+    return f;
+  }
+
+  // The bound of a wait for the mutex (RobustMutex::kDefaultWait unless set).
+  std::chrono::nanoseconds wait() const noexcept { return wait_; }
+  void set_wait(std::chrono::nanoseconds w) noexcept { wait_ = w; }
 
   Segment& segment() const noexcept { return *seg_; }
   SegmentSlot& working() noexcept { return failing_ ? scratch_ : seg_->working(); }
@@ -431,8 +498,23 @@ class SegmentLock {
   bool failing() const noexcept { return failing_; }
 
  private:
+  void fail(SegmentFault f) noexcept {
+    failing_ = true;
+    if (f == SegmentFault::Corrupt) ++failures_;
+    if (f > fault_) fault_ = f;
+    // From the last committed state if it passes (so that what a broken
+    // breaker still reports is that state), else a fresh block: the state
+    // machine only ever runs on a valid one.
+    const std::uint32_t c = seg_->control.committed.load(std::memory_order_acquire);
+    std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[c & 1u], sizeof scratch_);
+    if (!valid(scratch_.state, settings_)) scratch_ = SegmentSlot{};
+  }
+
   Segment* seg_;
+  Settings settings_;
+  std::chrono::nanoseconds wait_ = RobustMutex::kDefaultWait;
   bool failing_ = false;
+  SegmentFault fault_ = SegmentFault::None;
   std::uint64_t failures_ = 0;
   SegmentSlot scratch_{};
 };
@@ -441,11 +523,12 @@ static_assert(is_lock_v<SegmentLock>);
 
 // A store on a segment (store.hpp): state() is the working copy, lock() the
 // process's SegmentLock, whose unlock() commits. BasicBreaker runs unchanged
-// on it.
+// on it. `settings` are the breaker's (the lock checks the state against
+// them).
 class SegmentStore {
  public:
   using Lock = SegmentLock;
-  explicit SegmentStore(Segment& s) noexcept : lock_(s) {}
+  SegmentStore(Segment& s, const Settings& settings) noexcept : lock_(s, settings) {}
 
   BreakerState& state() noexcept { return lock_.working().state; }
   const BreakerState& state() const noexcept { return lock_.current().state; }
@@ -484,7 +567,7 @@ enum class SegmentStatus : std::uint8_t {
   WrongConfig = 3,  // made with another configuration
   TooSmall = 4,     // the mapping is smaller than a segment (or null)
   InitTimeout = 5,  // another process started initialising it and never finished
-  Corrupt = 6,      // not a segment (bad magic, init word or slot index)
+  Corrupt = 6,      // not a segment (bad magic, init word, slot index or state)
   Unsupported = 7   // no robust process-shared mutex on this platform
 };
 
@@ -519,7 +602,8 @@ inline const char* segment_status_message(SegmentStatus s) noexcept {
       return "timed out waiting for another process to initialise the shared segment "
              "(it may have died while doing so; remove the segment)";
     case SegmentStatus::Corrupt:
-      return "the shared mapping is not a valid breaker segment (bad magic or state)";
+      return "the shared mapping is not a valid breaker segment (bad magic, or a value "
+             "out of range in its state)";
     case SegmentStatus::Unsupported:
       return "shared breakers need robust process-shared mutexes, which this "
              "platform lacks";
@@ -558,8 +642,9 @@ inline SegmentStatus ready_header_status(const SegmentHeader& h) noexcept {
 }
 
 // What a mapped segment file is, read without attaching, waiting or writing
-// (for listing a store): TooSmall, Corrupt (not a finished segment, or a
-// bad slot index), WrongLayout, or Attached (a segment of this layout).
+// (for listing a store): TooSmall, Corrupt (not a finished segment, a bad
+// slot index, or a committed state that fails valid() for any settings),
+// WrongLayout, or Attached (a segment of this layout).
 inline SegmentStatus inspect_segment(const void* mapping, std::size_t size) noexcept {
   if (mapping == nullptr || size < sizeof(Segment)) return SegmentStatus::TooSmall;
   const Segment& seg = *static_cast<const Segment*>(mapping);
@@ -569,9 +654,9 @@ inline SegmentStatus inspect_segment(const void* mapping, std::size_t size) noex
   }
   const SegmentStatus st = ready_header_status(seg.header);
   if (st != SegmentStatus::Attached) return st;
-  if (seg.control.committed.load(std::memory_order_acquire) > 1)
-    return SegmentStatus::Corrupt;
-  return st;
+  const bool ok = seg.committed_passes(
+      [](const BreakerState& state) noexcept { return valid(state); });
+  return ok ? st : SegmentStatus::Corrupt;
 }
 
 // Whether the process that created a segment is alive; nullopt when this
@@ -627,7 +712,7 @@ inline SegmentStatus init_or_attach(
       h.init_state.store(0, std::memory_order_release);
       return SegmentStatus::Unsupported;
     }
-    { SharedBreaker init(SegmentStore(seg), settings, now); }
+    { SharedBreaker init(SegmentStore(seg, settings), settings, now); }
     h.magic.store(magic, std::memory_order_release);
     h.init_state.store(static_cast<std::uint32_t>(InitState::Ready),
                        std::memory_order_release);
@@ -696,10 +781,10 @@ inline SegmentStatus init_or_attach(
       continue;  // another process does it: wait for it
     }
     if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
-    if (seg.control.committed.load(std::memory_order_acquire) > 1) {
-      return SegmentStatus::Corrupt;
-    }
-    return SegmentStatus::Attached;
+    const bool ok = seg.committed_passes([&settings](const BreakerState& state) noexcept {
+      return valid(state, settings);
+    });
+    return ok ? SegmentStatus::Attached : SegmentStatus::Corrupt;
   }
   return SegmentStatus::InitTimeout;
 }

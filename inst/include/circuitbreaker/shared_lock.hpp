@@ -11,6 +11,16 @@
 // Never hold it across user code: it guards the state machine's short
 // critical sections only (lock.hpp).
 //
+// No wait is without a bound. The memory the mutex lives in can be written
+// by any process that maps it: a holder may be alive but stopped (SIGSTOP, a
+// debugger), or the owner word may name a thread that will never unlock (a
+// forged or overwritten word). lock_robust() therefore waits at most a given
+// time (pthread_mutex_clocklock() on CLOCK_MONOTONIC where glibc has it,
+// 2.30 and later; else pthread_mutex_timedlock() on CLOCK_REALTIME) and then
+// reports TimedOut, and refuses at once (Failed) a mutex whose type word is
+// not the one init() writes (glibc: an overwritten type word can send
+// glibc's lock down paths that assert).
+//
 // Robust mutexes are used where they are known to work: Linux (glibc and
 // musl). Elsewhere (macOS has no robust mutexes, Windows has no pthreads in
 // the usual sense) RobustMutex still compiles, but supported() is false,
@@ -24,8 +34,11 @@
 #define CIRCUITBREAKER_SHARED_LOCK_HPP
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 
 #if defined(__linux__) && !defined(CIRCUITBREAKER_NO_ROBUST_MUTEX)
 #define CIRCUITBREAKER_HAS_ROBUST_MUTEX 1
@@ -47,8 +60,14 @@ class RobustMutex {
   enum class LockResult : std::uint8_t {
     Locked = 0,     // an ordinary acquisition
     Recovered = 1,  // the previous owner died; recover() ran; consistent again
-    Failed = 2      // not locked (unsupported, or the mutex is unrecoverable)
+    Failed = 2,     // not locked (unsupported, unrecoverable, or not a mutex)
+    TimedOut = 3    // not locked: still held when the wait's bound passed
   };
+
+  // The default bound of a wait for the lock. Critical sections last well
+  // under a microsecond; a holder that keeps the lock for a second is stopped
+  // or the owner word is forged.
+  static constexpr std::chrono::nanoseconds kDefaultWait = std::chrono::seconds(1);
 
   // Initialises the mutex in place (in the mapping). Called once, by the
   // process that creates the segment, before anyone else may lock it.
@@ -74,10 +93,14 @@ class RobustMutex {
   // owner-dead, so the next locker runs recover() again: recover() must be
   // idempotent.
   template <typename Recover>
-  LockResult lock_robust(Recover&& recover) noexcept {
+  LockResult lock_robust(Recover&& recover,
+                         std::chrono::nanoseconds wait = kDefaultWait) noexcept {
 #if CIRCUITBREAKER_HAS_ROBUST_MUTEX
-    int rc = pthread_mutex_lock(&m_);
+    if (!plausible()) return LockResult::Failed;
+    int rc = pthread_mutex_trylock(&m_);  // the common case: no clock read
+    if (rc == EBUSY) rc = timed_lock(wait);
     if (rc == 0) return LockResult::Locked;
+    if (rc == ETIMEDOUT) return LockResult::TimedOut;
     if (rc == EOWNERDEAD) {
       recover();
       if (pthread_mutex_consistent(&m_) == 0) return LockResult::Recovered;
@@ -86,7 +109,25 @@ class RobustMutex {
     return LockResult::Failed;
 #else
     (void)recover;
+    (void)wait;
     return LockResult::Failed;
+#endif
+  }
+
+  // Whether the words that say what kind of mutex this is are those init()
+  // wrote (glibc's type word; elsewhere always true). Anything else was
+  // overwritten and is not locked at all: glibc trusts that word and asserts
+  // on states a forged one can produce.
+  //
+  // Also false for a mutex that glibc marked not recoverable: its
+  // pthread_mutex_trylock() (2.36) then returns ENOTRECOVERABLE but leaves
+  // the lock word taken, so that every later lock would wait for nobody.
+  bool plausible() const noexcept {
+#if CIRCUITBREAKER_HAS_ROBUST_MUTEX && defined(__GLIBC__)
+    constexpr int kNotRecoverable = 0x7ffffffe;  // glibc's PTHREAD_MUTEX_NOTRECOVERABLE
+    return m_.__data.__kind == reference_kind() && m_.__data.__owner != kNotRecoverable;
+#else
+    return true;
 #endif
   }
 
@@ -95,9 +136,14 @@ class RobustMutex {
   // mutex that cannot be locked at all (ENOTRECOVERABLE: someone unlocked it
   // after EOWNERDEAD without making it consistent, which this class never
   // does; or memory that is not an initialised mutex) aborts: running the
-  // state machine unlocked would corrupt it silently.
+  // state machine unlocked would corrupt it silently. It waits as long as
+  // it takes (lock.hpp's Lock has no way to say "not locked").
   void lock() noexcept {
-    if (lock_robust([]() noexcept {}) == LockResult::Failed) std::abort();
+    for (;;) {
+      const LockResult r = lock_robust([]() noexcept {});
+      if (r == LockResult::Failed) std::abort();
+      if (r != LockResult::TimedOut) return;
+    }
   }
 
   void unlock() noexcept {
@@ -105,6 +151,16 @@ class RobustMutex {
     pthread_mutex_unlock(&m_);
 #else
     std::abort();  // never locked: lock() cannot succeed here
+#endif
+  }
+
+  // The raw owner thread id of a held mutex (glibc; 0 elsewhere or free),
+  // for tests and diagnostics.
+  int owner_word() const noexcept {
+#if CIRCUITBREAKER_HAS_ROBUST_MUTEX && defined(__GLIBC__)
+    return m_.__data.__owner;
+#else
+    return 0;
 #endif
   }
 
@@ -118,6 +174,41 @@ class RobustMutex {
 
  private:
 #if CIRCUITBREAKER_HAS_ROBUST_MUTEX
+  // Waits for the mutex at most `wait`: 0, EOWNERDEAD, ETIMEDOUT or an errno.
+  int timed_lock(std::chrono::nanoseconds wait) noexcept {
+    if (wait.count() <= 0) return ETIMEDOUT;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
+    const clockid_t clock = CLOCK_MONOTONIC;
+#else
+    const clockid_t clock = CLOCK_REALTIME;
+#endif
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0) return errno;
+    const long long ns = static_cast<long long>(ts.tv_nsec) + wait.count() % 1000000000;
+    ts.tv_sec += static_cast<time_t>(wait.count() / 1000000000 + ns / 1000000000);
+    ts.tv_nsec = static_cast<long>(ns % 1000000000);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
+    return pthread_mutex_clocklock(&m_, clock, &ts);
+#else
+    return pthread_mutex_timedlock(&m_, &ts);
+#endif
+  }
+
+#if defined(__GLIBC__)
+  // The type word of a robust process-shared mutex as init() makes it.
+  static int reference_kind() noexcept {
+    static const int kind = []() noexcept {
+      RobustMutex probe;
+      std::memset(static_cast<void*>(&probe.m_), 0, sizeof probe.m_);
+      if (probe.init() != 0) return -1;
+      const int k = probe.m_.__data.__kind;
+      probe.destroy();
+      return k;
+    }();
+    return kind;
+  }
+#endif
+
   pthread_mutex_t m_;
 #else
   // Room for a mutex, so that the segment layout has the same shape.

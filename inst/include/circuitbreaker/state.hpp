@@ -4,7 +4,9 @@
 #ifndef CIRCUITBREAKER_STATE_HPP
 #define CIRCUITBREAKER_STATE_HPP
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "history.hpp"
@@ -54,6 +56,68 @@ inline AdmissionView admission_view(const BreakerState& s) noexcept {
   v.opened_at = s.opened_at;
   v.open_duration = s.open_duration;
   return v;
+}
+
+// The byte behind a bool of a block read from shared memory, which may hold
+// any value: reading a bool that is neither 0 nor 1 is undefined behaviour,
+// so such a field is looked at as a byte first.
+inline std::uint8_t bool_byte(const bool& b) noexcept {
+  std::uint8_t x;
+  std::memcpy(&x, &b, 1);
+  return x;
+}
+
+inline bool time_valid(Nanos t) noexcept { return t >= 0 && t <= kMaxClockNanos; }
+inline bool duration_valid(Nanos d) noexcept { return d >= 0 && d <= kMaxDurationNanos; }
+
+// Whether a state block can be run by the state machine with `settings`
+// without an index, loop bound or enum out of range and without an
+// arithmetic overflow: the rule a block read from shared memory must pass
+// before use (segment.hpp checks it under the lock, when the working copy
+// is made, and when attaching). It looks at the few indices, enums, bools,
+// times and factors, and the transition log's 64 state bytes: a few dozen
+// comparisons, never the windows' or history's arrays of counts (any count
+// there is safe to use). Every block the state machine writes passes it.
+inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos bucket_width,
+                  std::uint32_t max_probes) noexcept {
+  return state_valid(s.state) && bool_byte(s.has_failure) <= 1 &&
+         bool_byte(s.ramping) <= 1 && time_valid(s.state_since) &&
+         time_valid(s.last_failure_at) && time_valid(s.opened_at) &&
+         duration_valid(s.open_duration) && s.open_hint >= -1 &&
+         time_valid(s.ramp_started) && std::isfinite(s.jitter_factor) &&
+         s.jitter_factor >= 0 && s.jitter_factor <= 1 && std::isfinite(s.ramp_credit) &&
+         s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() &&
+         s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
+         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid();
+}
+inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
+  const bool count = settings.window_type == WindowType::Count;
+  return valid(s, count ? settings.window_calls : 0, count ? 0 : settings.window_bucket,
+               settings.half_open_max_calls);
+}
+// The same without settings (listing a store): windows of any size, any
+// number of probes.
+inline bool valid(const BreakerState& s) noexcept {
+  return valid(s, 0, 0, ProbeSlots::kCapacity);
+}
+
+// The admission fields of a block that another process may be writing
+// (segment.hpp's lock-free read), checked as valid() checks them: false when
+// any is out of range, and then `out` is unchanged.
+inline bool checked_admission_view(const BreakerState& s, AdmissionView& out) noexcept {
+  AdmissionView v;
+  v.state = s.state;
+  const std::uint8_t ramping = bool_byte(s.ramping);
+  v.generation = s.generation;
+  v.opened_at = s.opened_at;
+  v.open_duration = s.open_duration;
+  if (!state_valid(v.state) || ramping > 1 || !time_valid(v.opened_at) ||
+      !duration_valid(v.open_duration)) {
+    return false;
+  }
+  v.ramping = ramping != 0;
+  out = v;
+  return true;
 }
 
 static_assert(std::is_trivially_copyable_v<BreakerState>,

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "types.hpp"
 
@@ -49,6 +50,28 @@ class TransitionLog {
       out[n++] = Transition{s, at_[i], from_[i], to_[i]};
     }
     return n;
+  }
+
+  // Whether every kept state is a State (a log read from shared memory; the
+  // sequence number may be anything: since() bounds its loop by `max`).
+  // Eight states at a time (it runs under the lock on every call): a byte b
+  // is below kStateCount iff neither b nor b + (0x80 - kStateCount) has its
+  // high bit set (a carry into the next byte needs b >= 0x80 + kStateCount,
+  // whose own high bit is set).
+  bool valid() const noexcept {
+    static_assert(sizeof(State) == 1 && kCapacity % 8 == 0, "whole words of states");
+    constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+    constexpr std::uint64_t kAdd = (0x80 - kStateCount) * kOnes;
+    constexpr std::uint64_t kHigh = 0x80 * kOnes;
+    std::uint64_t bad = 0;
+    for (const State* states : {from_, to_}) {
+      for (std::size_t i = 0; i < kCapacity; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, states + i, sizeof w);
+        bad |= (w | (w + kAdd)) & kHigh;
+      }
+    }
+    return bad == 0;
   }
 
  private:

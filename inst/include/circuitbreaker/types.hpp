@@ -41,6 +41,14 @@ inline constexpr Nanos kUnknownWait = -1;
 inline constexpr double kMaxSeconds = CIRCUITBREAKER_MAX_SECONDS;
 inline constexpr double kMaxClockSeconds = CIRCUITBREAKER_MAX_CLOCK_SECONDS;
 
+// The largest clock reading (kMaxClockSeconds) and the longest duration
+// (kMaxSeconds) in nanoseconds: the bounds that a state block read from
+// shared memory is checked against (state.hpp).
+inline constexpr Nanos kMaxClockNanos =
+    static_cast<Nanos>(CIRCUITBREAKER_MAX_CLOCK_SECONDS) * kNanosPerSecond;
+inline constexpr Nanos kMaxDurationNanos =
+    static_cast<Nanos>(CIRCUITBREAKER_MAX_SECONDS) * kNanosPerSecond;
+
 // seconds_to_nanos() saturates to kNever from here: a double just below
 // INT64_MAX (9.22e18) whose conversion cannot overflow.
 inline constexpr double kMaxNanosAsDouble = 9.2e18;
@@ -53,6 +61,12 @@ enum class State : std::uint8_t {
   Disabled = 4
 };
 inline constexpr int kStateCount = 5;
+
+// Whether `s` is one of the State values (a byte read from shared memory
+// may hold any).
+inline constexpr bool state_valid(State s) noexcept {
+  return static_cast<int>(s) < kStateCount;
+}
 
 inline const char* state_name(State s) noexcept {
   switch (s) {

@@ -41,6 +41,21 @@ class CountWindow {
 
   const WindowTotals& totals() const noexcept { return totals_; }
 
+  // Whether the positions are within a window of `capacity` calls (at most
+  // kMaxCountWindow; 0 for a breaker that keeps no count window: positions
+  // within the array). A block read from shared memory is checked before
+  // add() indexes the bitsets with next_.
+  bool valid(std::uint32_t capacity) const noexcept {
+    const std::uint32_t cap = capacity == 0 ? kMaxCountWindow : capacity;
+    return cap <= kMaxCountWindow && next_ < cap && filled_ <= cap;
+  }
+
+  // Where the position of the next call sits in the object (for tests that
+  // damage a block on purpose).
+  static constexpr std::size_t position_offset() noexcept {
+    return offsetof(CountWindow, next_);
+  }
+
  private:
   static constexpr std::uint32_t kBitsPerWord = 64;
   static constexpr std::uint32_t kWords = kMaxCountWindow / kBitsPerWord;
@@ -97,6 +112,15 @@ class TimeWindow {
       t.slow += b.slow;
     }
     return t;
+  }
+
+  // Whether the head is a bucket number a clock reading can have with
+  // buckets of `width` (0: a breaker that keeps no time window, any
+  // non-negative head). slot() of a negative head would index before the
+  // array.
+  bool valid(Nanos width) const noexcept {
+    if (head_ < 0) return false;
+    return width <= 0 || head_ <= kMaxClockNanos / width;
   }
 
  private:
