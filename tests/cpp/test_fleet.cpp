@@ -164,7 +164,7 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(again.delta.calls == 2);
   CHECK(again.state == cb::State::Open);
   CHECK(again.tripped);
-  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 5);
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 5, again);
   const cb::FleetReport next = m.build(6);
   CHECK(next.id == "proc.2");
   CHECK(next.delta.calls == 1);
@@ -174,14 +174,14 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(s.state == cb::State::Open);
   CHECK(s.retry_after == 60 * kSec - 1);
   // Nothing new: a report without an id (state only).
-  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 7);
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 7, next);
   CHECK(m.build(8).id.empty());
 }
 
 TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]") {
   cb::FleetMember m("api", "{p:api}", cb::Config{}, 0, "proc");
-  (void)m.build(1);
-  m.apply(reply_of({"cfg", "0", "0", "0", "0", "0", "0", "0", "0", "3,1,nan"}), 2);
+  const cb::FleetReport sent = m.build(1);
+  m.apply(reply_of({"cfg", "0", "0", "0", "0", "0", "0", "0", "0", "3,1,nan"}), 2, sent);
   CHECK(m.status().fleet_config == "3,1,nan");
 }
 

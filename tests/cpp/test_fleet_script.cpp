@@ -8,12 +8,6 @@
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -22,68 +16,14 @@
 #include <vector>
 
 #include "circuitbreaker/redis_fleet.hpp"
+#include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;
 
 namespace {
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// A redis-server for this test case: killed and reaped on scope exit.
-struct RedisServer {
-  pid_t pid = -1;
-  cb::RedisEndpoint endpoint;
-
-  RedisServer() {
-    endpoint.host = "127.0.0.1";
-    endpoint.port = free_port();
-    const std::string port = std::to_string(endpoint.port);
-    std::fflush(stdout);  // the child must not print Catch's buffered output again
-    pid = ::fork();
-    if (pid == 0) {
-      std::FILE* null = std::freopen("/dev/null", "w", stdout);
-      (void)null;
-      ::dup2(STDOUT_FILENO, STDERR_FILENO);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
-               "--dir", "/tmp", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~RedisServer() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-  // Connected within 5 s, or false (redis-server missing).
-  bool connect(cb::RedisConnection& c) const {
-    for (int i = 0; i < 100; ++i) {
-      if (c.connect(endpoint, cb::kNanosPerSecond)) return true;
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) return false;  // exec failed
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-};
-
-// Where redis-server is missing, a test case says so and passes.
-void skipped() { WARN("redis-server is not available: skipped"); }
+using cbredis::RedisServer;
+using cbredis::skipped;
 
 // One report for one call and what the script said back.
 struct Fleet {
