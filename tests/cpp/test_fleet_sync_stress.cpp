@@ -149,6 +149,7 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
   INFO("operations: " << ops << ", probes: " << probes);
   CHECK(restarted);
   CHECK(ops > 100);
+  CHECK(probes > 0);
 
   // Both stores link again, and rebuild the fleet's state.
   CHECK(wait_for([&] { return sync1->stats().linked && sync2->stats().linked; }, 5));

@@ -362,7 +362,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   void add(const std::shared_ptr<FleetMember>& m) {
     if (::getpid() != pid_) return;  // a fork()ed child: local rules only
     {
-      std::lock_guard<std::timed_mutex> g(caller_mutex_);
+      std::lock_guard<std::mutex> g(caller_mutex_);
       std::vector<FleetMember*> one{m.get()};
       if (!sync_twice(caller_, one)) note_failure(caller_.error());
     }
@@ -380,7 +380,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // counted since the last sync is not lost. Nothing when the link is down.
   void flush(const std::shared_ptr<FleetMember>& m) {
     if (!linked()) return;
-    std::lock_guard<std::timed_mutex> g(caller_mutex_);
+    std::lock_guard<std::mutex> g(caller_mutex_);
     std::vector<FleetMember*> one{m.get()};
     if (!sync_twice(caller_, one)) note_failure(caller_.error());
   }
@@ -401,10 +401,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
                                                 std::int64_t lease_ms) {
     if (!linked()) return std::nullopt;
     const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    std::unique_lock<std::timed_mutex> g(caller_mutex_, std::defer_lock);
-    if (!g.try_lock_for(std::chrono::nanoseconds(spec_.timeout))) {
-      return std::vector<std::string>{"busy"};
-    }
+    if (!lock_until(caller_mutex_, deadline)) return std::vector<std::string>{"busy"};
+    std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
     const std::vector<std::string> args{token, std::to_string(lease_ms), spec_.channel()};
     for (int attempt = 0; attempt < 2; ++attempt) {
       const Nanos left = deadline - SteadyClock::now();
@@ -509,6 +507,18 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
             .count(),
         std::memory_order_release);
     syncs_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Locks `m` by `deadline`, or false. It polls: the caller's connection is
+  // held for a few round trips at most, and rarely (a timed mutex would
+  // do, but GCC 12's ThreadSanitizer does not see pthread_mutex_clocklock()
+  // and reports every unlock after it).
+  static bool lock_until(std::mutex& m, Nanos deadline) {
+    while (!m.try_lock()) {
+      if (SteadyClock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
   }
 
   // `conn`, connected and with its scripts loaded (each round trip bounded
@@ -616,7 +626,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     // A call found the caller's connection broken: make it here, where
     // waiting costs no call anything.
     if (ok && caller_wanted_.exchange(false, std::memory_order_acq_rel)) {
-      std::lock_guard<std::timed_mutex> g(caller_mutex_);
+      std::lock_guard<std::mutex> g(caller_mutex_);
       if (!ready(caller_)) note_failure(caller_.error());
     }
   }
@@ -693,7 +703,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   Breaker link_;                // the sync thread's
   RedisConnection conn_, sub_;  // the sync thread's
   RedisConnection caller_;      // the caller's thread, under caller_mutex_
-  std::timed_mutex caller_mutex_;
+  std::mutex caller_mutex_;
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
   std::atomic<Nanos> last_nudge_{0};
   std::uint64_t rng_ = entropy_seed();  // the sync thread's
