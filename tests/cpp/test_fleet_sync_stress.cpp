@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -198,6 +199,68 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
   callers.clear();
   sync1.reset();
   sync2.reset();
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+TEST_CASE("a probe takes the fleet's lease after the server closed idle connections",
+          "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "idle";
+  spec.sync_interval = 50 * cb::kNanosPerMs;
+  spec.timeout = 500 * cb::kNanosPerMs;
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 0.3;
+  std::shared_ptr<cb::FleetSync> sync = cb::FleetSync::for_spec(spec);
+  Caller c{sync, sync->join("api", config)};
+  const std::string key = c.member->key();
+  auto field = [&redis, &key](const char* f) {
+    cb::RedisConnection::ReplyPtr r = redis.command({"HGET", key, f});
+    return r ? cb::RedisConnection::reply_text(r.r) : std::string("?");
+  };
+  auto leases = [&redis, &key] {
+    cb::RedisConnection::ReplyPtr r = redis.command({"EXISTS", key + ":p:0"});
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  };
+  // Trips, and the fleet opens; the connections are cut; the open period
+  // ends; the probe holds the lease; its success closes the fleet.
+  auto trip_cut_probe = [&](const std::function<void()>& cut) {
+    const cb::Admission a = c.acquire(sync->now());
+    REQUIRE(a.permitted);
+    c.record(a.permit, cb::Outcome::Failure, sync->now());
+    REQUIRE(wait_for([&] { return field("s") == "1"; }, 5));
+    cut();
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+    REQUIRE(sync->stats().linked);
+    const cb::Admission probe = c.acquire(sync->now());
+    REQUIRE(probe.permitted);
+    CHECK(probe.permit.kind == cb::PermitKind::Probe);
+    CHECK(leases() == 1);  // the fleet's lease, not local rules
+    CHECK(sync->stats().linked);
+    c.record(probe.permit, cb::Outcome::Success, sync->now());
+    CHECK(wait_for([&] { return field("s") == "0"; }, 5));
+    CHECK(leases() == 0);
+  };
+  SECTION("CLIENT KILL") {
+    trip_cut_probe([&] {
+      cb::RedisConnection::ReplyPtr r = redis.command({"CLIENT", "KILL", "TYPE", "normal"});
+      REQUIRE(r);
+      CHECK(r->integer >= 2);  // the sync thread's and the caller's
+    });
+  }
+  SECTION("the server's idle timeout") {
+    trip_cut_probe([&] {
+      REQUIRE(redis.command({"CONFIG", "SET", "timeout", "1"}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // the caller idles
+      REQUIRE(server.connect(redis));  // ours was idle too
+    });
+  }
+  c = Caller{};
+  sync.reset();
   cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
 }
 

@@ -174,13 +174,14 @@ for i, k in ipairs(KEYS) do
     -- 3b. Probes a process sent on its local rules while it could not
     -- reach Redis ("L<generation>/s|f/open_ms;"), counted once with their
     -- report. One counts as a probe of the half-open period that follows
-    -- the open period it was sent in: the fleet still open in generation
-    -- <generation> with that period over (it turns half-open now), or
-    -- half-open from it (generation + 1). Else the fleet moved on, and the
-    -- probe says nothing about its state.
+    -- the open period it was sent at the end of: the fleet still open in
+    -- generation <generation> (it turns half-open now: that process saw the
+    -- period end, on its copy of the fleet's times), or half-open from it
+    -- (generation + 1). Else the fleet moved on, and the probe says nothing
+    -- about its state.
     for lg, res, pod in string.gmatch(probes, 'L(%d+)/(%a)/(%-?%d+);') do
       lg = tonumber(lg)
-      if fresh and ((s == 1 and g == lg and now - oa > od) or (s == 2 and g == lg + 1)) then
+      if fresh and ((s == 1 and g == lg) or (s == 2 and g == lg + 1)) then
         if s == 1 then move(2) end
         if res == 'f' then
           trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
