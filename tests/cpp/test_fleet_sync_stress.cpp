@@ -247,7 +247,8 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
   };
   SECTION("CLIENT KILL") {
     trip_cut_probe([&] {
-      cb::RedisConnection::ReplyPtr r = redis.command({"CLIENT", "KILL", "TYPE", "normal"});
+      cb::RedisConnection::ReplyPtr r =
+          redis.command({"CLIENT", "KILL", "TYPE", "normal"});
       REQUIRE(r);
       CHECK(r->integer >= 2);  // the sync thread's and the caller's
     });
@@ -256,7 +257,7 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
     trip_cut_probe([&] {
       REQUIRE(redis.command({"CONFIG", "SET", "timeout", "1"}));
       std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // the caller idles
-      REQUIRE(server.connect(redis));  // ours was idle too
+      REQUIRE(server.connect(redis));                                // ours was idle too
     });
   }
   c = Caller{};
