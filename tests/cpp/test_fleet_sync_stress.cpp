@@ -121,7 +121,8 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
   bool restarted = false;
   int ops = 0, probes = 0;
   std::vector<cb::Permit> held;  // probes and calls still out
-  for (; ops < 200000 && std::chrono::steady_clock::now() - started < budget; ++ops) {
+  constexpr int kMaxOps = 400000;
+  for (; ops < kMaxOps && std::chrono::steady_clock::now() - started < budget; ++ops) {
     Caller& c = callers[cb::splitmix64(rng) % callers.size()];
     const cb::Nanos now = c.sync->now();
     const std::uint64_t dice = cb::splitmix64(rng) % 1000;
@@ -141,7 +142,8 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
     }
     // A restart in the middle: the connections of both sync threads and of
     // this thread die; Redis comes back empty.
-    if (!restarted && std::chrono::steady_clock::now() - started > budget / 2) {
+    if (!restarted &&
+        (ops >= kMaxOps / 2 || std::chrono::steady_clock::now() - started > budget / 2)) {
       REQUIRE(server.restart());
       restarted = true;
     }

@@ -529,13 +529,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   }
 
   // One SYNC on `conn`, made first if needed; once more on a new connection
-  // when `conn` was open but failed (the server may have closed it while it
-  // was idle: only a second failure says that Redis cannot be reached). A
-  // retried report is applied once (reports carry ids).
+  // when `conn` was open but failed at once (the server closed it while it
+  // was idle: only a second failure says that Redis cannot be reached; a
+  // round trip that timed out is not tried again, so that a hung Redis
+  // costs one timeout). A retried report is applied once (reports carry
+  // ids).
   bool sync_twice(RedisConnection& conn, const std::vector<FleetMember*>& members) {
     const bool was_open = conn.connected();
+    const Nanos started = SteadyClock::now();
     if (ready(conn) && sync(conn, members)) return true;
-    return was_open && ready(conn) && sync(conn, members);
+    return was_open && SteadyClock::now() - started < spec_.timeout / 2 && ready(conn) &&
+           sync(conn, members);
   }
 
   // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
