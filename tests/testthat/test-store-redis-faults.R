@@ -127,3 +127,25 @@ test_that("(prefix, name) pairs that once shared a key are different breakers", 
   expect_true(all(startsWith(keys, "cb1:{")))
   expect_true(all(c(fleet_key_of("a", "b:c"), fleet_key_of("a:b", "c")) %in% keys))
 })
+
+test_that("a probe sent on local rules while Redis was away closes the fleet when it is back", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 1, recovery_timeout = 1)
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "away", args)
+  cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("away", "s"), 1)))
+  # Redis hangs (it keeps the fleet's OPEN state): the link goes down.
+  server$process$signal(tools::SIGSTOP)
+  withr::defer(if (server$process$is_alive()) server$process$signal(tools::SIGCONT))
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "local"), 5))
+  Sys.sleep(1.1)  # past the open period
+  # The probe goes out on local rules, and closes this process's copy.
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
+  expect_identical(cb$state, "CLOSED")
+  # Back: its success reaches the fleet, which closes (and stays closed here).
+  server$process$signal(tools::SIGCONT)
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 10))
+  expect_true(wait_until(function() identical(server$fleet("away", "s"), 0)))
+  expect_identical(cb$state, "CLOSED")
+})
