@@ -293,3 +293,28 @@ TEST_CASE("a reply confirms only the report it answers", "[fleet]") {
   CHECK(again.id == second.id);
   CHECK(again.delta.calls == 2);
 }
+
+TEST_CASE("a probe's own outcome is reported, even when a sync moved the copy meanwhile",
+          "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  m.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission local =
+      m.confirm_probe(a, 2 * kSec, kSec / 10, [](const std::string&, std::int64_t) {
+        return std::optional<std::vector<std::string>>();  // Redis away
+      });
+  REQUIRE(local.permitted);
+  // The link is back while the probe runs, and the fleet says: still OPEN
+  // (just opened again, for 10 s).
+  m.apply(reply_of({"ok", "9", "1", "0", "10000", "2", "1", "1", "1", ""}), 2 * kSec + 1,
+          m.build(2 * kSec + 1));
+  CHECK(m.breaker().snapshot(2 * kSec + 2).state == cb::State::Open);
+  m.breaker().record(local.permit, cb::Outcome::Success, 2 * kSec + 2);
+  CHECK(m.probe_settled(local.permit, false, 2 * kSec + 2, false));
+  CHECK(m.build(2 * kSec + 3).probes == "L7/s/-1;");
+}

@@ -54,7 +54,10 @@ struct Caller {
     } else if (o == cb::Outcome::Failure) {
       sync->nudge();
     }
-    if (member->probe_settled(p, o == cb::Outcome::Ignored, now)) sync->wake();
+    if (member->probe_settled(p, o == cb::Outcome::Ignored, now,
+                              o == cb::Outcome::Failure)) {
+      sync->wake();
+    }
   }
   void release(const cb::Permit& p, cb::Nanos now) {
     member->breaker().release(p, now);

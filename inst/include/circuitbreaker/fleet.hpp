@@ -278,26 +278,33 @@ class FleetMember {
     return refused;
   }
 
-  // After a probe's outcome (or release) was recorded locally: tells the
-  // fleet, in the next sync. A leased probe goes as
-  // "slot:token:generation:s|f|i:open_ms;" (the script counts it once, by
+  // After a probe's outcome (`failed`, or a success; or its release) was
+  // recorded locally: tells the fleet, in the next sync. A leased probe goes
+  // as "slot:token:generation:s|f|i:open_ms;" (the script counts it once, by
   // its token); a probe sent on local rules as "L<generation>/s|f/open_ms;"
   // (the generation it was sent in the open period of; the script counts it
-  // once, with the report's id). Returns whether there is something to send
-  // (the caller wakes the sync thread).
-  bool probe_settled(const Permit& p, bool released, Nanos now) {
+  // once, with the report's id). The outcome is the probe's own, by the
+  // core's rule (a failure, or a success too slow under the slow-call rule,
+  // re-opens), not read back from the local copy's state: a sync may have
+  // moved the copy while the probe ran (the link came back, and the fleet
+  // said OPEN), and then a success would read as a failure. Returns whether
+  // there is something to send (the caller wakes the sync thread).
+  bool probe_settled(const Permit& p, bool released, Nanos now, bool failed = false) {
     if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
     ProbeToken& t = tokens_[p.slot];
     if (!t.active || t.lease != p.lease) return false;
     t.active = false;
-    const Snapshot snap = breaker_.snapshot(now);
+    const Settings& s = breaker_.settings();
+    const bool too_slow =
+        s.slow_rule && s.slow_tracking && now - p.started_at > s.slow_call_duration;
     char outcome = 's';
     std::int64_t open_ms = -1;
     if (released) {
       outcome = 'i';
-    } else if (snap.state == State::Open) {
+    } else if (failed || too_slow) {
       outcome = 'f';
-      open_ms = nanos_to_ms(snap.open_duration);
+      const Snapshot snap = breaker_.snapshot(now);
+      if (snap.state == State::Open) open_ms = nanos_to_ms(snap.open_duration);
     }
     std::lock_guard<std::mutex> g(mutex_);
     if (t.local) {
