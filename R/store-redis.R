@@ -32,7 +32,13 @@ NULL
 #' so that exactly `half_open_max_calls` probes go out across the fleet. A
 #' call that gets no lease is rejected as `half_open_full`. The lease lasts
 #' `half_open_max_wait` if set, else `recovery_timeout` (at least a second),
-#' so that a process killed while probing frees it by expiring.
+#' so that a process killed while probing frees it by expiring. The lease
+#' goes out on a live connection: when the server closed the process's
+#' connection while it was idle (Redis restarted, `CLIENT KILL`, Redis's own
+#' idle `timeout`, a proxy's), the first attempt fails at once, and the
+#' connection is made again and the lease asked once more, all within
+#' `timeout`. A probe goes out without a lease only when Redis really cannot
+#' be reached, and then the mode says `"local"`.
 #'
 #' @section What counts the whole fleet:
 #' `failure_threshold` and `minimum_calls` count the fleet's calls: five
@@ -71,8 +77,13 @@ NULL
 #' waits longer than `timeout` (only a half-open probe ever waits, for its
 #' lease). The counts made meanwhile are sent on reconnect; the later
 #' open-until and the higher generation win, and the process takes on the
-#' fleet's state. A report retried after a timeout is applied once (reports
-#' carry ids). A Redis restarted empty is rebuilt from the processes' reports.
+#' fleet's state. A probe sent on local rules is reported too: its success
+#' (or failure) counts as a probe of the fleet's half-open period that
+#' follows the open period it was sent at the end of, so it closes (or
+#' re-opens) the fleet breaker, unless the fleet has moved on meanwhile. A
+#' report retried after a timeout is applied once (reports carry ids). A
+#' Redis restarted empty is rebuilt from the processes' reports: the
+#' breaker stays open until the same time, in the same generation.
 #'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
 #' since the last good sync), `last_sync` (its time), the fleet's counts and
@@ -87,18 +98,47 @@ NULL
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
 #'
 #' @section Keys:
-#' Every key of a breaker starts with `{prefix:name}` (a Redis Cluster hash
-#' tag, so a breaker's keys stay in one slot): the hash `{prefix:name}`, its
-#' window `{prefix:name}:w`, probe leases `{prefix:name}:p:<slot>` and the
-#' hash `{prefix:name}:b` of the last report applied per process. They
-#' expire after a day without a report. The fleet's window is kept per
-#' report (each process's outcomes of one sync interval), so a count window
-#' of `window_size` calls is exact in its size and approximate in its order:
-#' the oldest report in it is cut down to what is left, with its shares of
-#' failed and slow calls.
-#' Transitions are published on `{prefix}:events`. One sync covers several
-#' breakers, so Redis Cluster is not supported yet (a sync would have to be
-#' split by slot); nor is TLS (`rediss://`), which may come later.
+#' Every key of breaker `name` in a store with prefix `prefix` is
+#' `cb1:{<prefix>:<name>}` and a suffix, where `<prefix>` and `<name>` are
+#' percent-encoded: every byte but the letters `A-Z a-z`, the digits, `_`,
+#' `.` and `-` is written `%XX` (upper-case hex), so `:` is `%3A` and
+#' `{`, `}` and `%` are `%7B`, `%7D` and `%25`. So no two (prefix, name)
+#' pairs share a key: prefix `"a"` with name `"b:c"` is `cb1:{a:b%3Ac}`,
+#' prefix `"a:b"` with name `"c"` is `cb1:{a%3Ab:c}`.
+#'
+#' * `cb1:{<prefix>:<name>}`: a hash, the fleet's state of the breaker
+#'   (generation, state, open-since and open duration by Redis `TIME`,
+#'   counts, the fleet's totals, and the rule arguments that are its
+#'   identity);
+#' * `...:w`: a list, the fleet's sliding window, one entry per report (each
+#'   process's outcomes of one sync interval), so a count window of
+#'   `window_size` calls is exact in its size and approximate in its order:
+#'   the oldest report in it is cut down to what is left, with its shares of
+#'   failed and slow calls;
+#' * `...:b`: a hash, per process, the last report applied (a retried
+#'   report is counted once);
+#' * `...:p:<slot>`: a half-open probe's lease, holding its token, for at
+#'   most the lease's time.
+#'
+#' Transitions are published on the channel `cb1:{<prefix>}:events`. Every
+#' key expires after a day without a report.
+#'
+#' `cb1` is the key format's version. It comes before the braces, which are a
+#' Redis Cluster hash tag holding the whole identity and nothing else, so
+#' that a breaker's keys share one slot; a later format gets another
+#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. One sync
+#' still covers several breakers, so Redis Cluster is not supported yet (a
+#' sync would have to be split by slot); nor is TLS (`rediss://`), which
+#' may come later.
+#'
+#' To remove a breaker's keys (once no process uses it, for instance to
+#' change its rule arguments), delete the hash and its suffixes, e.g. for
+#' breaker `"payments"` of prefix `"myapp"`:
+#' `redis-cli --scan --pattern 'cb1:{myapp:payments}*' | xargs redis-cli del`
+#' (quote the pattern; the glob characters `*`, `?` and `[` of a name are
+#' encoded, so the pattern matches this breaker's keys only). A process that
+#' still uses the breaker writes it again at its next sync, from its own
+#' state.
 #'
 #' @section Requirements:
 #' The client library is hiredis, found when the package is installed

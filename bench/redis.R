@@ -282,8 +282,9 @@ main <- function() {
     counts <- rbind(local = local_counts(), fleet = fleet_counts())
     sync_failures <- fleet_info(closed_redis)$sync_failures - failures0
     # What makes a retried report count once: one field per process in the
-    # hash {prefix:name}:b (the last report applied), summed over the breakers.
-    mark_keys <- unlist(rcall(conn, c("KEYS", sprintf("{%s:*-redis-%s}:b", prefix, tag))))
+    # hash cb1:{prefix:name}:b (the last report applied), summed over the
+    # breakers (the prefix and names here need no encoding).
+    mark_keys <- unlist(rcall(conn, c("KEYS", sprintf("cb1:{%s:*-redis-%s}:b", prefix, tag))))
     marks <- sum(vapply(mark_keys, function(k) as.numeric(rcall(conn, c("HLEN", k))), 0))
 
     # Gone: the next store's sync thread runs alone.

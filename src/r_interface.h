@@ -95,7 +95,8 @@ class AnyBreaker {
       } else if (o == circuitbreaker::Outcome::Failure) {
         sync_->nudge();
       }
-      settled(p, o == circuitbreaker::Outcome::Ignored, now);
+      settled(p, o == circuitbreaker::Outcome::Ignored, now,
+              o == circuitbreaker::Outcome::Failure);
       return recorded;
     }
 #endif
@@ -164,16 +165,18 @@ class AnyBreaker {
   }
 
   // A fleet probe's outcome (or release) goes to the fleet at once.
-  void settled(const circuitbreaker::Permit& p, bool released, Nanos now) {
+  void settled(const circuitbreaker::Permit& p, bool released, Nanos now,
+               bool failed = false) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
     if (member_ && p.kind == circuitbreaker::PermitKind::Probe &&
-        member_->probe_settled(p, released, now)) {
+        member_->probe_settled(p, released, now, failed)) {
       sync_->wake();
     }
 #else
     (void)p;
     (void)released;
     (void)now;
+    (void)failed;
 #endif
   }
   void tell_fleet(circuitbreaker::FleetCommand c) {

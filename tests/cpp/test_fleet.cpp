@@ -164,7 +164,7 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(again.delta.calls == 2);
   CHECK(again.state == cb::State::Open);
   CHECK(again.tripped);
-  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 5);
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 5, again);
   const cb::FleetReport next = m.build(6);
   CHECK(next.id == "proc.2");
   CHECK(next.delta.calls == 1);
@@ -174,14 +174,14 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(s.state == cb::State::Open);
   CHECK(s.retry_after == 60 * kSec - 1);
   // Nothing new: a report without an id (state only).
-  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 7);
+  m.apply(reply_of({"ok", "7", "1", "0", "60000", "1", "3", "3", "3", ""}), 7, next);
   CHECK(m.build(8).id.empty());
 }
 
 TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]") {
   cb::FleetMember m("api", "{p:api}", cb::Config{}, 0, "proc");
-  (void)m.build(1);
-  m.apply(reply_of({"cfg", "0", "0", "0", "0", "0", "0", "0", "0", "3,1,nan"}), 2);
+  const cb::FleetReport sent = m.build(1);
+  m.apply(reply_of({"cfg", "0", "0", "0", "0", "0", "0", "0", "0", "3,1,nan"}), 2, sent);
   CHECK(m.status().fleet_config == "3,1,nan");
 }
 
@@ -249,4 +249,72 @@ TEST_CASE("a probe without a fleet lease is declined, and the next calls wait",
         return std::optional<std::vector<std::string>>();
       });
   CHECK(local.permitted);
+}
+
+TEST_CASE("a probe sent on local rules is reported to the fleet when the link returns",
+          "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);  // opened here, and the fleet knows (generation 7)
+  m.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission local =
+      m.confirm_probe(a, 2 * kSec, kSec / 10, [](const std::string&, std::int64_t) {
+        return std::optional<std::vector<std::string>>();  // Redis away
+      });
+  REQUIRE(local.permitted);
+  m.breaker().record(local.permit, cb::Outcome::Success, 2 * kSec + 1);
+  CHECK(m.probe_settled(local.permit, false, 2 * kSec + 1));
+  CHECK_FALSE(m.probe_settled(local.permit, false, 2 * kSec + 1));  // once
+  const cb::FleetReport r = m.build(3 * kSec);
+  CHECK(r.probes == "L7/s/-1;");
+  CHECK_FALSE(r.id.empty());  // counted once, with its report
+}
+
+TEST_CASE("a reply confirms only the report it answers", "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 10;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  const cb::FleetReport first = m.build(2);  // one thread sends it ...
+  const cb::FleetReport same = m.build(2);   // ... and another, again
+  CHECK(same.id == first.id);
+  m.apply(reply_of({"ok", "1", "0", "0", "0", "0", "1", "1", "1", ""}), 3, first);
+  fail(m.breaker(), 4, 2);
+  const cb::FleetReport second = m.build(5);
+  CHECK(second.id != first.id);
+  CHECK(second.delta.calls == 2);
+  // The late reply to the first report does not drop the second.
+  m.apply(reply_of({"ok", "1", "0", "0", "0", "0", "1", "1", "1", ""}), 6, same);
+  const cb::FleetReport again = m.build(7);
+  CHECK(again.id == second.id);
+  CHECK(again.delta.calls == 2);
+}
+
+TEST_CASE("a probe's own outcome is reported, even when a sync moved the copy meanwhile",
+          "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  m.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission local =
+      m.confirm_probe(a, 2 * kSec, kSec / 10, [](const std::string&, std::int64_t) {
+        return std::optional<std::vector<std::string>>();  // Redis away
+      });
+  REQUIRE(local.permitted);
+  // The link is back while the probe runs, and the fleet says: still OPEN
+  // (just opened again, for 10 s).
+  m.apply(reply_of({"ok", "9", "1", "0", "10000", "2", "1", "1", "1", ""}), 2 * kSec + 1,
+          m.build(2 * kSec + 1));
+  CHECK(m.breaker().snapshot(2 * kSec + 2).state == cb::State::Open);
+  m.breaker().record(local.permit, cb::Outcome::Success, 2 * kSec + 2);
+  CHECK(m.probe_settled(local.permit, false, 2 * kSec + 2, false));
+  CHECK(m.build(2 * kSec + 3).probes == "L7/s/-1;");
 }

@@ -8,12 +8,7 @@
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -22,68 +17,14 @@
 #include <vector>
 
 #include "circuitbreaker/redis_fleet.hpp"
+#include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;
 
 namespace {
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// A redis-server for this test case: killed and reaped on scope exit.
-struct RedisServer {
-  pid_t pid = -1;
-  cb::RedisEndpoint endpoint;
-
-  RedisServer() {
-    endpoint.host = "127.0.0.1";
-    endpoint.port = free_port();
-    const std::string port = std::to_string(endpoint.port);
-    std::fflush(stdout);  // the child must not print Catch's buffered output again
-    pid = ::fork();
-    if (pid == 0) {
-      std::FILE* null = std::freopen("/dev/null", "w", stdout);
-      (void)null;
-      ::dup2(STDOUT_FILENO, STDERR_FILENO);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
-               "--dir", "/tmp", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~RedisServer() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-  // Connected within 5 s, or false (redis-server missing).
-  bool connect(cb::RedisConnection& c) const {
-    for (int i = 0; i < 100; ++i) {
-      if (c.connect(endpoint, cb::kNanosPerSecond)) return true;
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) return false;  // exec failed
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-};
-
-// Where redis-server is missing, a test case says so and passes.
-void skipped() { WARN("redis-server is not available: skipped"); }
+using cbredis::RedisServer;
+using cbredis::skipped;
 
 // One report for one call and what the script said back.
 struct Fleet {
@@ -324,6 +265,63 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   CHECK(lease("bb") == "probe");
   CHECK(lease("cc") == "full");
   CHECK(lease("dd") == "full");
+}
+
+TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each",
+          "[fleet-script]") {
+  CHECK(cb::fleet_key("circuitbreaker", "payments") == "cb1:{circuitbreaker:payments}");
+  CHECK(cb::fleet_channel("circuitbreaker") == "cb1:{circuitbreaker}:events");
+  // The pairs that were one key.
+  CHECK(cb::fleet_key("a", "b:c") == "cb1:{a:b%3Ac}");
+  CHECK(cb::fleet_key("a:b", "c") == "cb1:{a%3Ab:c}");
+  CHECK(cb::fleet_key("a", "b:c") != cb::fleet_key("a:b", "c"));
+  // Braces, '%', spaces, control and non-ASCII bytes are encoded: the hash
+  // tag is the first '{' and the last character of the key, whole.
+  const std::string odd = cb::fleet_key("p", std::string("x}{%\n\0 \xc3\xa9", 9));
+  CHECK(odd == "cb1:{p:x%7D%7B%25%0A%00%20%C3%A9}");
+  CHECK(odd.find('{') == 4);
+  CHECK(odd.find('}') == odd.size() - 1);
+  // Different pairs, different keys (a sample of tricky ones).
+  const char* parts[] = {"", "a", ":", "a:", ":a", "%3A", "%", "{", "}", "a.b", "a-b"};
+  std::vector<std::string> keys;
+  for (const char* p : parts) {
+    for (const char* n : parts) keys.push_back(cb::fleet_key(p, n));
+  }
+  std::sort(keys.begin(), keys.end());
+  CHECK(std::adjacent_find(keys.begin(), keys.end()) == keys.end());
+}
+
+TEST_CASE("a probe sent on local rules counts once in the fleet's next half-open period",
+          "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) return skipped();
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 0.2;
+  const cb::Settings s = cb::make_settings(c);
+  Fleet fleet{conn, "{t:local}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  cb::FleetReport r;
+  (void)fleet.send(r);
+  r.known_generation = fleet.generation;
+  r.delta.calls = 1;
+  r.delta.failures = 1;
+  r.consecutive_failures = 1;
+  REQUIRE(fleet.send(r).state == cb::State::Open);
+  const std::uint64_t opened = fleet.generation;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cb::FleetReport after;
+  after.known_generation = opened;
+  after.state = cb::State::Closed;  // the local copy closed on its probe
+  after.probes = "L" + std::to_string(opened) + "/s/-1;";
+  // It is the probe of the half-open period after generation `opened`'s
+  // open period: the fleet closes. The same report again (a retry) counts
+  // nothing, and neither does it in a later generation.
+  const cb::FleetReply closed = fleet.send(after);
+  CHECK(closed.state == cb::State::Closed);
+  CHECK(closed.generation == opened + 2);
+  CHECK(fleet.send(after, false).generation == opened + 2);
+  CHECK(fleet.send(after).generation == opened + 2);
 }
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS

@@ -41,14 +41,20 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
     self$kill()
     self$start()
   }
-  # One command (a character vector), on a connection kept for the test.
+  # One command (a character vector), on a connection kept for the test; made
+  # again once when the server closed it (a test may set Redis's idle
+  # `timeout`, or CLIENT KILL it).
   self$call <- function(...) {
+    args <- as.character(c(...))
     if (is.null(self$conn)) self$conn <- circuitbreaker:::cb_redis_connect(url, 2)
-    circuitbreaker:::cb_redis_call(self$conn, as.character(c(...)))
+    tryCatch(circuitbreaker:::cb_redis_call(self$conn, args), error = function(e) {
+      self$conn <- circuitbreaker:::cb_redis_connect(url, 2)
+      circuitbreaker:::cb_redis_call(self$conn, args)
+    })
   }
   # A field of the fleet state of breaker `name` (numbers as numbers).
   self$fleet <- function(name, field, prefix = "circuitbreaker") {
-    v <- self$call("HGET", sprintf("{%s:%s}", prefix, name), field)
+    v <- self$call("HGET", fleet_key_of(prefix, name), field)
     if (is.null(v)) NA_real_ else as.numeric(v)
   }
   withr::defer({
@@ -57,6 +63,20 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
   }, envir = env)
   self$start()
   self
+}
+
+# The Redis key of fleet breaker `name` under `prefix`, as ?breaker_store_redis
+# documents it ("Keys"): cb1:{<prefix>:<name>}, both parts percent-encoded
+# (every byte but A-Z a-z 0-9 _ . - as %XX). Written here from the
+# documentation, independently of the package's C++, so that the tests check
+# the documented scheme.
+fleet_key_of <- function(prefix, name) {
+  enc <- function(x) {
+    bytes <- as.integer(charToRaw(enc2utf8(x)))
+    plain <- grepl("^[A-Za-z0-9_.-]$", rawToChar(as.raw(bytes), multiple = TRUE))
+    paste(ifelse(plain, rawToChar(as.raw(bytes), multiple = TRUE), sprintf("%%%02X", bytes)), collapse = "")
+  }
+  sprintf("cb1:{%s:%s}", enc(prefix), enc(name))
 }
 
 # The arguments every process of a test gives its fleet breaker.

@@ -182,7 +182,7 @@ fleet_redis <- function(net, ...) {
   trimws(res$stdout)
 }
 
-fleet_key <- function(net, name) sprintf("{%s:%s}", net$prefix, name)
+fleet_key <- function(net, name) fleet_key_of(net$prefix, name)
 
 # The fleet's field `field` of breaker `name` (NA when absent), as a number.
 fleet_field <- function(net, name, field) {

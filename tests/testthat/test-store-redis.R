@@ -302,13 +302,14 @@ test_that("the probe lease of a process killed while probing expires", {
   child <- fleet_child(server$url, "lease", args, prober, list(started = started))
   on.exit(if (child$is_alive()) child$kill(), add = TRUE)
   expect_true(wait_for_file(started))
-  expect_identical(server$call("EXISTS", "{circuitbreaker:lease}:p:0"), 1)
+  lease_key <- paste0(fleet_key_of("circuitbreaker", "lease"), ":p:0")
+  expect_identical(server$call("EXISTS", lease_key), 1)
   # While the lease is held, this process's calls are rejected.
   expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
   child$signal(tools::SIGKILL)
   child$wait(5000)
   # The lease expires (half_open_max_wait); then this process probes.
-  expect_true(wait_until(function() identical(server$call("EXISTS", "{circuitbreaker:lease}:p:0"), 0)))
+  expect_true(wait_until(function() identical(server$call("EXISTS", lease_key), 0)))
   expect_true(wait_until(function() identical(cb$execute(function() "ok", function() "rejected"), "ok")))
   expect_true(wait_until(function() identical(server$fleet("lease", "s"), 0)))
   expect_identical(cb$state, "CLOSED")
@@ -422,7 +423,7 @@ test_that("breaker_for() and circuitbreaker.defaults take a Redis store", {
   expect_identical(api$metrics()$store, "redis")
   own <- local_breaker_for("http://127.0.0.1:10/x", store = breaker_store_process())
   expect_identical(own$metrics()$store, "process")
-  expect_identical(server$call("EXISTS", "{circuitbreaker:127.0.0.1:9}"), 1)
+  expect_identical(server$call("EXISTS", fleet_key_of("circuitbreaker", "127.0.0.1:9")), 1)
 })
 
 test_that("a fork()ed child runs on local rules and leaves the parent's connections alone", {

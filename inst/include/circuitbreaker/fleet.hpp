@@ -103,6 +103,9 @@ struct FleetReport {
   FleetCommand command = FleetCommand::None;
   std::string probes;  // "slot:token:generation:s|f|i:open_ms;" per settled probe
   double jitter_factor = 1;
+  // Not sent: the local generation and failure run at build(), which
+  // apply() compares against (the local copy may have moved since).
+  std::uint64_t built_generation = 0, built_failures = 0;
 
   // The script's values for this breaker (fleet_script.hpp, SYNC), after the
   // configuration's fingerprint and rules.
@@ -212,10 +215,15 @@ class FleetMember {
   // --- The caller's thread -------------------------------------------------
 
   // A probe the local copy admitted goes out only with a fleet-wide lease.
-  // `lease(token, lease_ms)` asks the store (one round trip, bounded by the
-  // transport's timeout) and returns the script's reply, or nullopt when the
-  // store cannot be reached: then the probe goes out on local rules. Returns
-  // the admission to use: `a` itself, or a rejection (half-open full).
+  // `lease(token, lease_ms)` asks the store (on a live connection, bounded
+  // by the transport's timeout) and returns the script's reply, or nullopt
+  // when the store cannot be reached: then the probe goes out on local rules
+  // (the transport's mode says "local"), and its outcome is reported to the
+  // fleet when the link returns (probe_settled()). Any other reply that is
+  // not a lease ("full", "state", "absent": the fleet has no state yet and
+  // the next sync rebuilds it, "busy": the connection stayed in use) holds
+  // this process's probes back for a while. Returns the admission to use:
+  // `a` itself, or a rejection (half-open full).
   template <typename Lease>
   Admission confirm_probe(const Admission& a, Nanos now, Nanos hold, Lease&& lease) {
     const Nanos denied = denied_until_.load(std::memory_order_relaxed);
@@ -227,52 +235,83 @@ class FleetMember {
         nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
     const std::string token = new_token();
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
-    if (!r || r->empty()) return a;  // the store is away: local rules
+    if (!r) {
+      // Redis cannot be reached: a probe on local rules, in the open period
+      // of the generation this process last knew.
+      if (a.permit.slot < kMaxHalfOpenCalls) {
+        ProbeToken& t = tokens_[a.permit.slot];
+        std::lock_guard<std::mutex> g(mutex_);
+        t.token.clear();
+        t.fleet_slot.clear();
+        t.generation = std::to_string(known_ ? known_generation_ : 0);
+        t.lease = a.permit.lease;
+        t.local = known_;  // never heard from the fleet: nothing to report
+        t.active = known_;
+      }
+      return a;
+    }
     const std::vector<std::string>& v = *r;
-    if (v[0] == "probe" && v.size() == 3 && a.permit.slot < kMaxHalfOpenCalls) {
+    if (!v.empty() && v[0] == "probe" && v.size() == 3 &&
+        a.permit.slot < kMaxHalfOpenCalls) {
       ProbeToken& t = tokens_[a.permit.slot];
       t.token = token;
       t.fleet_slot = v[2];
       t.generation = v[1];
       t.lease = a.permit.lease;
+      t.local = false;
       t.active = true;
       std::lock_guard<std::mutex> g(mutex_);
       known_generation_ = std::strtoull(v[1].c_str(), nullptr, 10);
       known_ = true;
       return a;
     }
-    if (v[0] == "absent") return a;  // no fleet state yet: the next sync rebuilds it
     // Not this call: hold further probes back for a while (a round trip per
     // call while the fleet's probes are out would cost what we save).
     Nanos wait = hold;
-    if (v[0] == "full" && v.size() == 3) {
+    if (v.size() == 3 && v[0] == "full") {
       const std::int64_t ms = std::strtoll(v[2].c_str(), nullptr, 10);
       if (ms >= 0 && ms_to_nanos(ms) < wait) wait = ms_to_nanos(ms);
     }
     denied_until_.store(now + wait, std::memory_order_relaxed);
     const Admission refused = breaker_.decline_probe(a.permit, wait, now);
-    if (v[0] == "state" && v.size() == 7) adopt_state_reply(v, now);
+    if (v.size() == 7 && v[0] == "state") adopt_state_reply(v, now);
     return refused;
   }
 
-  // After a probe's outcome (or release) was recorded locally: tells the
-  // fleet, in the next sync. Returns whether there is something to send (the
-  // caller wakes the sync thread).
-  bool probe_settled(const Permit& p, bool released, Nanos now) {
+  // After a probe's outcome (`failed`, or a success; or its release) was
+  // recorded locally: tells the fleet, in the next sync. A leased probe goes
+  // as "slot:token:generation:s|f|i:open_ms;" (the script counts it once, by
+  // its token); a probe sent on local rules as "L<generation>/s|f/open_ms;"
+  // (the generation it was sent in the open period of; the script counts it
+  // once, with the report's id). The outcome is the probe's own, by the
+  // core's rule (a failure, or a success too slow under the slow-call rule,
+  // re-opens), not read back from the local copy's state: a sync may have
+  // moved the copy while the probe ran (the link came back, and the fleet
+  // said OPEN), and then a success would read as a failure. Returns whether
+  // there is something to send (the caller wakes the sync thread).
+  bool probe_settled(const Permit& p, bool released, Nanos now, bool failed = false) {
     if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
     ProbeToken& t = tokens_[p.slot];
     if (!t.active || t.lease != p.lease) return false;
     t.active = false;
-    const Snapshot snap = breaker_.snapshot(now);
+    const Settings& s = breaker_.settings();
+    const bool too_slow =
+        s.slow_rule && s.slow_tracking && now - p.started_at > s.slow_call_duration;
     char outcome = 's';
     std::int64_t open_ms = -1;
     if (released) {
       outcome = 'i';
-    } else if (snap.state == State::Open) {
+    } else if (failed || too_slow) {
       outcome = 'f';
-      open_ms = nanos_to_ms(snap.open_duration);
+      const Snapshot snap = breaker_.snapshot(now);
+      if (snap.state == State::Open) open_ms = nanos_to_ms(snap.open_duration);
     }
     std::lock_guard<std::mutex> g(mutex_);
+    if (t.local) {
+      if (released) return false;  // a local probe holds no lease to free
+      probes_ += 'L' + t.generation + '/' + outcome + '/' + std::to_string(open_ms) + ';';
+      return true;
+    }
     probes_ += t.fleet_slot + ':' + t.token + ':' + t.generation + ':' + outcome + ':' +
                std::to_string(open_ms) + ';';
     return true;
@@ -325,24 +364,32 @@ class FleetMember {
     r.jitter_factor = breaker_.settings().jitter > 0
                           ? 1 - breaker_.settings().jitter * uniform01(rng_)
                           : 1;
-    built_generation_ = snap.generation;
-    built_failures_ = snap.consecutive_failures;
+    r.built_generation = snap.generation;
+    r.built_failures = snap.consecutive_failures;
     return r;
   }
 
-  // The fleet's reply to the last build(): the report is confirmed, and the
-  // local copy takes the fleet's state unless it moved since the build.
-  void apply(const FleetReply& reply, Nanos now) {
+  // The fleet's reply to report `sent` (from build()): the report is
+  // confirmed, and the local copy takes the fleet's state unless it moved
+  // since that build. Two threads may sync one member at once (the sync
+  // thread, and a caller's flush), so a reply confirms the pending report
+  // only when it answers that one: a late reply to an older report never
+  // drops a newer one.
+  void apply(const FleetReply& reply, Nanos now, const FleetReport& sent) {
     std::lock_guard<std::mutex> g(mutex_);
-    pending_.reset();
+    if (pending_ && pending_->id == sent.id) {
+      pending_.reset();
+      tripped_ = false;
+    }
     if (reply.config_differs) {
       fleet_config_ = reply.fleet_config;
       return;
     }
-    tripped_ = false;
     const FleetView v = view_of(reply);
     std::uint64_t seq = 0;
-    if (breaker_.adopt(v, built_generation_, built_failures_, now, &seq)) last_seq_ = seq;
+    if (breaker_.adopt(v, sent.built_generation, sent.built_failures, now, &seq)) {
+      last_seq_ = seq;
+    }
     if (v.new_generation || reply.state == State::Closed) {
       denied_until_.store(0, std::memory_order_relaxed);
     }
@@ -377,6 +424,7 @@ class FleetMember {
   struct ProbeToken {
     std::string token, fleet_slot, generation;
     std::uint32_t lease = 0;
+    bool local = false;  // sent on local rules, without a lease
     bool active = false;
   };
 
@@ -436,7 +484,6 @@ class FleetMember {
   std::string probes_;
   bool known_ = false;
   std::uint64_t known_generation_ = 0;
-  std::uint64_t built_generation_ = 0, built_failures_ = 0;
   std::uint64_t fleet_calls_ = 0, fleet_failures_ = 0;
   std::string fleet_config_;
 };

@@ -4,15 +4,17 @@
 // real redis-server in tests/testthat/test-store-redis.R and
 // tests/cpp/test_fleet.cpp).
 //
-// Keys of breaker `name` under `prefix` (hash-tagged, so that Redis Cluster
-// keeps one breaker in one slot):
-//   {prefix:name}          hash: the fleet state (fields below)
-//   {prefix:name}:w        list: the fleet's window, one "t,calls,failures,slow"
+// Keys of breaker `name` under `prefix` (redis_fleet.hpp's fleet_key(): a
+// format version, then a hash tag holding the encoded prefix and name, so
+// that Redis Cluster keeps one breaker in one slot; written K below):
+//   K = cb1:{prefix:name}  hash: the fleet state (fields below)
+//   K:w                    list: the fleet's window, one "t,calls,failures,slow"
 //                          entry per report (a count window's oldest entry is
 //                          cut down so that it holds window_size calls)
-//   {prefix:name}:b        hash: per process, the serial of the last report
+//   K:b                    hash: per process, the serial of the last report
 //                          applied (a retried report is not counted twice)
-//   {prefix:name}:p:<slot> a probe lease, holding its caller's token
+//   K:p:<slot>             a probe lease, holding its caller's token
+// The scripts derive the last three from KEYS[i] by appending the suffix.
 // Every key expires after `ttl` milliseconds without a report.
 //
 // Hash fields: g generation, s state (State's codes: 0 closed, 1 open,
@@ -165,6 +167,27 @@ for i, k in ipairs(KEYS) do
             ps = ps + 1
             if ps >= R.hm then close() end
           end
+        end
+      end
+    end
+
+    -- 3b. Probes a process sent on its local rules while it could not
+    -- reach Redis ("L<generation>/s|f/open_ms;"), counted once with their
+    -- report. One counts as a probe of the half-open period that follows
+    -- the open period it was sent at the end of: the fleet still open in
+    -- generation <generation> (it turns half-open now: that process saw the
+    -- period end, on its copy of the fleet's times), or half-open from it
+    -- (generation + 1). Else the fleet moved on, and the probe says nothing
+    -- about its state.
+    for lg, res, pod in string.gmatch(probes, 'L(%d+)/(%a)/(%-?%d+);') do
+      lg = tonumber(lg)
+      if fresh and ((s == 1 and g == lg) or (s == 2 and g == lg + 1)) then
+        if s == 1 then move(2) end
+        if res == 'f' then
+          trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
+        elseif res == 's' then
+          ps = ps + 1
+          if ps >= R.hm then close() end
         end
       end
     end

@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 
+#include "percent.hpp"
 #include "segment.hpp"
 
 namespace circuitbreaker {
@@ -60,20 +61,8 @@ namespace circuitbreaker {
 // one flat file name, and back). Empty when the result would be longer than
 // file systems allow (255 bytes).
 inline std::string segment_file_name(std::string_view name) {
-  static const char hex[] = "0123456789ABCDEF";
   std::string out = "cb-";
-  for (const char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-    if (plain) {
-      out += ch;
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
+  append_encoded_name(out, name);
   if (out.size() > 255) out.clear();
   return out;
 }

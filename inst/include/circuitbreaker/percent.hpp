@@ -1,8 +1,17 @@
-// Strict percent-decoding (RFC 3986 %XX escapes), for text that arrives from
-// outside the process: the user name and password of a redis:// URL, and the
-// breaker name in a web route's path. Strict means that a malformed escape
-// ("%", "%4", "%G1") is an error rather than being passed through, so that
-// one input never has two readings.
+// Percent escapes (RFC 3986 %XX), the one home of both directions.
+//
+// Encoding: how a breaker's name (or a store's prefix) is written where only
+// a few bytes are safe: a segment's file name (host_breaker.hpp) and a fleet
+// breaker's Redis keys (redis_fleet.hpp). Every byte but [A-Za-z0-9_.-] is
+// written %XX (upper-case hex). The encoding is injective, and its output
+// never holds '/', ':', '{', '}', '%' (except as an escape), a space or a
+// control byte, so it can sit between separators made of those.
+//
+// Decoding, strictly, for text that arrives from outside the process: the
+// user name and password of a redis:// URL, and the breaker name in a web
+// route's path. Strict means that a malformed escape ("%", "%4", "%G1") is an
+// error rather than being passed through, so that one input never has two
+// readings.
 #ifndef CIRCUITBREAKER_PERCENT_HPP
 #define CIRCUITBREAKER_PERCENT_HPP
 
@@ -21,6 +30,23 @@ inline int hex_digit(char c) noexcept {
 }
 
 }  // namespace percent_detail
+
+// Appends `in`, percent-encoded as above, to `out`.
+inline void append_encoded_name(std::string& out, std::string_view in) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (const char ch : in) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    if (plain) {
+      out += ch;
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+}
 
 // Percent-decodes `in` into `out`; false on a malformed escape (then `out`
 // holds no meaning). '+' stays '+': it is a space only in query strings.

@@ -12,6 +12,13 @@
 // fleet-wide lease of a half-open probe (and the first registration of a
 // breaker), each bounded by `timeout` in all (connect included).
 //
+// A connection the server closed while it was idle (Redis restarted,
+// CLIENT KILL, Redis's own idle `timeout`, a proxy's) is found dead only by
+// the next command, which fails at once. So both the sync thread and a
+// lease try once more on a new connection before they call Redis
+// unreachable: a probe goes out without a fleet-wide lease only when Redis
+// really cannot be reached, and the mode then says "local".
+//
 // The link has its own breaker (a core Breaker): a failed round trip opens
 // it, and until it lets a retry through, nothing waits on Redis; every
 // breaker runs on its local rules (mode "local") and its counts wait in its
@@ -43,6 +50,7 @@
 #include "clock.hpp"
 #include "fleet.hpp"
 #include "fleet_script.hpp"
+#include "percent.hpp"
 #include "random.hpp"
 #include "redis_url.hpp"
 
@@ -63,27 +71,42 @@ struct FleetSpec {
            endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
            '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset);
   }
-  std::string channel() const { return '{' + prefix + "}:events"; }
+  std::string channel() const;
 };
 
-// The hash key of breaker `name`: "{prefix:name}" (a Redis Cluster hash
-// tag), with '{', '}', '%' and control bytes of the name written as %XX so
-// that the tag stays whole.
+// The key scheme (version 1). Every key of breaker `name` under `prefix` is
+//   cb1:{<prefix>:<name>}<suffix>
+// with prefix and name percent-encoded (percent.hpp: every byte but
+// [A-Za-z0-9_.-] as %XX), so that no ':' of either part can be taken for
+// the separator: (prefix, name) -> key is injective. The braces are a Redis
+// Cluster hash tag holding the whole identity and nothing else, and no '{'
+// comes before them, so that every key of a breaker (the hash, and the
+// suffixes ":w", ":b" and ":p:<slot>" of fleet_script.hpp) lands in one
+// slot. "cb1" is the format's version, outside the tag: a later format
+// (cb2) cannot read or clobber these keys, and `SCAN MATCH cb1:*` finds
+// every key of this one. A store's events channel follows the same scheme:
+//   cb1:{<prefix>}:events
+inline constexpr const char* kFleetKeyVersion = "cb1";
+
 inline std::string fleet_key(const std::string& prefix, const std::string& name) {
-  std::string out = "{" + prefix + ":";
-  static const char* hex = "0123456789ABCDEF";
-  for (unsigned char ch : name) {
-    if (ch == '{' || ch == '}' || ch == '%' || ch < 0x20 || ch == 0x7f) {
-      out += '%';
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
+  std::string out = kFleetKeyVersion;
+  out += ":{";
+  append_encoded_name(out, prefix);
+  out += ':';
+  append_encoded_name(out, name);
   out += '}';
   return out;
 }
+
+inline std::string fleet_channel(const std::string& prefix) {
+  std::string out = kFleetKeyVersion;
+  out += ":{";
+  append_encoded_name(out, prefix);
+  out += "}:events";
+  return out;
+}
+
+inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
 // One hiredis connection: connect within the timeout, then AUTH and SELECT
 // and every command, each round trip bounded by the timeout.
@@ -100,6 +123,11 @@ class RedisConnection {
   // What failed last (hiredis's or the server's words), with the
   // password of the last endpoint connected to redacted.
   std::string error() const { return redact_password(error_, endpoint_); }
+
+  // The bound of every later round trip on this connection.
+  void set_timeout(Nanos timeout) noexcept {
+    if (ctx_) redisSetTimeout(ctx_, to_timeval(timeout));
+  }
 
   void close() noexcept {
     if (ctx_) redisFree(ctx_);
@@ -348,10 +376,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (::getpid() != pid_) return;  // a fork()ed child: local rules only
     {
       std::lock_guard<std::mutex> g(caller_mutex_);
-      if (caller_ready()) {
-        std::vector<FleetMember*> one{m.get()};
-        if (!sync(caller_, one)) note_failure(caller_.error());
-      }
+      std::vector<FleetMember*> one{m.get()};
+      if (!sync_twice(caller_, one)) note_failure(caller_.error());
     }
     std::lock_guard<std::mutex> g(members_mutex_);
     members_.push_back(m);
@@ -368,35 +394,48 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   void flush(const std::shared_ptr<FleetMember>& m) {
     if (!linked()) return;
     std::lock_guard<std::mutex> g(caller_mutex_);
-    if (!caller_.connected()) return;
     std::vector<FleetMember*> one{m.get()};
-    if (!sync(caller_, one)) note_failure(caller_.error());
+    if (!sync_twice(caller_, one)) note_failure(caller_.error());
   }
 
-  // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), on the
-  // caller's connection: one round trip, within `timeout`. nullopt when the
-  // store cannot be reached, and at once while the link is down or the
-  // caller's connection is not ready: a call never waits for a connection
-  // (the sync thread makes it).
+  // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), within
+  // `timeout` in all (the wait for the caller's connection included). The
+  // first attempt goes out on the caller's connection as it is; when that
+  // fails without an answer (the server closed it: that costs no wait), the
+  // connection is made again and the lease asked once more, in what is left
+  // of the timeout. Returns the script's reply; {"busy"} when another call
+  // held the connection for the whole timeout (the probe is declined, not
+  // sent: Redis is reachable, so a probe without a lease could be one too
+  // many); nullopt when Redis cannot be reached, and at once while the link
+  // is down: then the link is marked down (mode "local") and the probe goes
+  // out on local rules.
   std::optional<std::vector<std::string>> lease(const std::string& key,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
     if (!linked()) return std::nullopt;
-    std::unique_lock<std::mutex> g(caller_mutex_, std::try_to_lock);
-    if (!g.owns_lock()) return std::nullopt;  // the sync thread is reconnecting it
-    if (!caller_.connected()) {
-      caller_wanted_.store(true, std::memory_order_release);
-      wake();
-      return std::nullopt;
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    if (!lock_until(caller_mutex_, deadline)) return std::vector<std::string>{"busy"};
+    std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
+    const std::vector<std::string> args{token, std::to_string(lease_ms), spec_.channel()};
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const Nanos left = deadline - SteadyClock::now();
+      if (left <= 0) break;
+      if (!caller_.connected() && !caller_.connect(spec_.endpoint, left)) break;
+      caller_.set_timeout(deadline - SteadyClock::now());
+      RedisConnection::ReplyPtr r = caller_.eval(true, {key}, args);
+      caller_.set_timeout(spec_.timeout);
+      if (r && r->type == REDIS_REPLY_ARRAY) {
+        std::vector<std::string> out;
+        for (std::size_t i = 0; i < r->elements; ++i) {
+          out.push_back(RedisConnection::reply_text(r->element[i]));
+        }
+        // No fleet state (Redis restarted empty): the sync thread rebuilds it.
+        if (!out.empty() && out[0] == "absent") wake();
+        return out;
+      }
+      if (r) break;  // Redis answered with an error: not a dead connection
     }
-    RedisConnection::ReplyPtr r =
-        caller_.eval(true, {key}, {token, std::to_string(lease_ms), spec_.channel()});
-    if (!r || r->type != REDIS_REPLY_ARRAY) return lost(caller_.error());
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      out.push_back(RedisConnection::reply_text(r->element[i]));
-    }
-    return out;
+    return lost(caller_.error());
   }
 
   // A failure was recorded: sync soon, so that failures spread over the
@@ -483,11 +522,37 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     syncs_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // The caller's connection, connected and with its scripts loaded (each
-  // round trip bounded by `timeout`). Under caller_mutex_.
-  bool caller_ready() {
-    return caller_.connected() ||
-           (caller_.connect(spec_.endpoint, spec_.timeout) && caller_.load_scripts());
+  // Locks `m` by `deadline`, or false. It polls: the caller's connection is
+  // held for a few round trips at most, and rarely (a timed mutex would
+  // do, but GCC 12's ThreadSanitizer does not see pthread_mutex_clocklock()
+  // and reports every unlock after it).
+  static bool lock_until(std::mutex& m, Nanos deadline) {
+    while (!m.try_lock()) {
+      if (SteadyClock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+  }
+
+  // `conn`, connected and with its scripts loaded (each round trip bounded
+  // by `timeout`).
+  bool ready(RedisConnection& conn) {
+    return conn.connected() ||
+           (conn.connect(spec_.endpoint, spec_.timeout) && conn.load_scripts());
+  }
+
+  // One SYNC on `conn`, made first if needed; once more on a new connection
+  // when `conn` was open but failed at once (the server closed it while it
+  // was idle: only a second failure says that Redis cannot be reached; a
+  // round trip that timed out is not tried again, so that a hung Redis
+  // costs one timeout). A retried report is applied once (reports carry
+  // ids).
+  bool sync_twice(RedisConnection& conn, const std::vector<FleetMember*>& members) {
+    const bool was_open = conn.connected();
+    const Nanos started = SteadyClock::now();
+    if (ready(conn) && sync(conn, members)) return true;
+    return was_open && SteadyClock::now() - started < spec_.timeout / 2 && ready(conn) &&
+           sync(conn, members);
   }
 
   // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
@@ -501,9 +566,12 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     args.push_back(spec_.channel());
     args.push_back(std::to_string(FleetReport::kArgs));
     const Nanos t = now();
+    std::vector<FleetReport> sent;
+    sent.reserve(members.size());
     for (FleetMember* m : members) {
       keys.push_back(m->key());
-      m->build(t).append_args(args, m->fingerprint(), m->rules());
+      sent.push_back(m->build(t));
+      sent.back().append_args(args, m->fingerprint(), m->rules());
     }
     RedisConnection::ReplyPtr r = conn.eval(false, keys, args);
     if (!r || r->type != REDIS_REPLY_ARRAY ||
@@ -520,7 +588,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
         fields[j] = RedisConnection::reply_text(r->element[i * FleetReply::kFields + j]);
       }
       FleetReply reply;
-      if (reply.parse(fields)) members[i]->apply(reply, at);
+      if (reply.parse(fields)) members[i]->apply(reply, at, sent[i]);
     }
     note_success();
     return true;
@@ -562,13 +630,9 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       linked_.store(false, std::memory_order_release);
       return;
     }
-    bool ok = conn_.connected() ||
-              (conn_.connect(spec_.endpoint, spec_.timeout) && conn_.load_scripts());
-    if (ok) {
-      std::vector<FleetMember*> raw;
-      for (auto& m : live) raw.push_back(m.get());
-      ok = sync(conn_, raw);
-    }
+    std::vector<FleetMember*> raw;
+    for (auto& m : live) raw.push_back(m.get());
+    const bool ok = sync_twice(conn_, raw);
     if (!ok) {
       note_failure(conn_.error());
       linked_.store(false, std::memory_order_release);
@@ -580,7 +644,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     // waiting costs no call anything.
     if (ok && caller_wanted_.exchange(false, std::memory_order_acq_rel)) {
       std::lock_guard<std::mutex> g(caller_mutex_);
-      if (!caller_ready()) note_failure(caller_.error());
+      if (!ready(caller_)) note_failure(caller_.error());
     }
   }
 

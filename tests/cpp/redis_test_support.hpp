@@ -1,0 +1,107 @@
+// A real redis-server for the Catch2 tests of the Redis store
+// (test_fleet_script.cpp, test_fleet_sync_stress.cpp): on 127.0.0.1, a free
+// port, no persistence; it can be killed and started again on the same port
+// (empty, as a restarted Redis without persistence is), and is killed and
+// reaped when the object goes. Where redis-server is missing, connect()
+// says so and the test case warns and passes.
+#ifndef CIRCUITBREAKER_REDIS_TEST_SUPPORT_HPP
+#define CIRCUITBREAKER_REDIS_TEST_SUPPORT_HPP
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "circuitbreaker/redis_fleet.hpp"
+
+namespace cbredis {
+
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+class RedisServer {
+ public:
+  circuitbreaker::RedisEndpoint endpoint;
+
+  RedisServer() {
+    endpoint.host = "127.0.0.1";
+    endpoint.port = free_port();
+    start();
+  }
+  ~RedisServer() { kill(); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  void start() {
+    const std::string port = std::to_string(endpoint.port);
+    std::fflush(stdout);  // the child must not print Catch's buffered output again
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::FILE* null = std::freopen("/dev/null", "w", stdout);
+      (void)null;
+      ::dup2(STDOUT_FILENO, STDERR_FILENO);
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
+               "--dir", "/tmp", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  // SIGKILL, and reaped.
+  void kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    pid_ = -1;
+  }
+  // Killed and started again on the same port; true when it answers within 5 s.
+  bool restart() {
+    kill();
+    start();
+    circuitbreaker::RedisConnection c;
+    return connect(c);
+  }
+  // Connected within 5 s, or false (redis-server missing or not starting).
+  bool connect(circuitbreaker::RedisConnection& c) const {
+    for (int i = 0; i < 100; ++i) {
+      if (c.connect(endpoint, circuitbreaker::kNanosPerSecond)) return true;
+      int status = 0;
+      if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) == pid_) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Where redis-server is missing, a test case says so and passes (Catch2 v2
+// has no SKIP).
+inline void skipped() { WARN("redis-server is not available: skipped"); }
+
+}  // namespace cbredis
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS
+#endif  // CIRCUITBREAKER_REDIS_TEST_SUPPORT_HPP

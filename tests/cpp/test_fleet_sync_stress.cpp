@@ -1,0 +1,273 @@
+// The fleet store's threads together: FleetSync's background thread (and a
+// second store's, standing for a second process) against a real
+// redis-server, while this thread acquires, records, releases and takes
+// probe leases on many breakers, issues manual commands, and the server is
+// killed and started again in the middle. It asserts that the fleet comes
+// back (linked again, its state rebuilt) and that manual control still
+// reaches every process; its real purpose is to run under ThreadSanitizer
+// (make -C tests/cpp tsan), which fails on any data race between the
+// threads. Every loop is bounded in count and in time (a few seconds).
+#include <catch2/catch.hpp>
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "circuitbreaker/redis_fleet.hpp"
+#include "redis_test_support.hpp"
+
+namespace cb = circuitbreaker;
+
+namespace {
+
+// One process's view of one fleet breaker, as the binding's AnyBreaker
+// drives it (src/r_interface.h): a probe asks for the fleet's lease; a trip
+// wakes the sync thread, a failure nudges it; a settled probe and a manual
+// command wake it.
+struct Caller {
+  std::shared_ptr<cb::FleetSync> sync;
+  std::shared_ptr<cb::FleetMember> member;
+
+  cb::Admission acquire(cb::Nanos now) {
+    cb::Admission a = member->breaker().acquire(now, cb::kNanosPerSecond);
+    if (a.permitted && a.permit.kind == cb::PermitKind::Probe) {
+      cb::FleetSync& s = *sync;
+      const std::string& key = member->key();
+      a = member->confirm_probe(a, now, s.spec().sync_interval,
+                                [&s, &key](const std::string& token, std::int64_t ms) {
+                                  return s.lease(key, token, ms);
+                                });
+    }
+    return a;
+  }
+  void record(const cb::Permit& p, cb::Outcome o, cb::Nanos now) {
+    const std::uint64_t before = member->breaker().generation();
+    member->breaker().record(p, o, now);
+    if (member->breaker().generation() != before) {
+      sync->wake();
+    } else if (o == cb::Outcome::Failure) {
+      sync->nudge();
+    }
+    if (member->probe_settled(p, o == cb::Outcome::Ignored, now,
+                              o == cb::Outcome::Failure)) {
+      sync->wake();
+    }
+  }
+  void release(const cb::Permit& p, cb::Nanos now) {
+    member->breaker().release(p, now);
+    if (member->probe_settled(p, true, now)) sync->wake();
+  }
+  void command(cb::FleetCommand c, cb::Nanos now) {
+    if (c == cb::FleetCommand::ForceOpen) member->breaker().force_open(now);
+    if (c == cb::FleetCommand::Reset) member->breaker().reset(now);
+    member->command(c);
+    sync->wake();
+  }
+};
+
+// Polls `done()` every 5 ms for at most `seconds`; its last value.
+template <typename Done>
+bool wait_for(Done&& done, double seconds) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the sync threads and a caller share fleet breakers without a race",
+          "[fleet-sync]") {
+  cbredis::RedisServer server;
+  {
+    cb::RedisConnection c;
+    if (!server.connect(c)) return cbredis::skipped();
+  }
+  // Two stores on one server and prefix: two sync threads (two "processes")
+  // on the same breakers.
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "stress:" + std::to_string(server.endpoint.port);
+  spec.sync_interval = 5 * cb::kNanosPerMs;
+  spec.timeout = 200 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.sync_interval = 7 * cb::kNanosPerMs;
+  std::shared_ptr<cb::FleetSync> sync1 = cb::FleetSync::for_spec(spec);
+  std::shared_ptr<cb::FleetSync> sync2 = cb::FleetSync::for_spec(spec2);
+  REQUIRE(sync1 != sync2);
+
+  cb::Config config;
+  config.failure_threshold = 3;
+  config.recovery_timeout = 0.02;
+  config.half_open_max_calls = 2;
+  constexpr int kBreakers = 12;
+  std::vector<Caller> callers;
+  for (int i = 0; i < kBreakers; ++i) {
+    const std::string name = "b:" + std::to_string(i);  // ':' is encoded in the key
+    callers.push_back({sync1, sync1->join(name, config)});
+    callers.push_back({sync2, sync2->join(name, config)});
+  }
+  REQUIRE(callers[0].member->key() == callers[1].member->key());
+
+  std::uint64_t rng = 0x5eedULL;
+  const auto started = std::chrono::steady_clock::now();
+  const auto budget = std::chrono::milliseconds(2500);
+  bool restarted = false;
+  int ops = 0, probes = 0;
+  std::vector<cb::Permit> held;  // probes and calls still out
+  constexpr int kMaxOps = 400000;
+  for (; ops < kMaxOps && std::chrono::steady_clock::now() - started < budget; ++ops) {
+    Caller& c = callers[cb::splitmix64(rng) % callers.size()];
+    const cb::Nanos now = c.sync->now();
+    const std::uint64_t dice = cb::splitmix64(rng) % 1000;
+    if (dice < 3) {
+      c.command(dice == 0 ? cb::FleetCommand::ForceOpen : cb::FleetCommand::Reset, now);
+    } else {
+      const cb::Admission a = c.acquire(now);
+      if (a.permitted) {
+        if (a.permit.kind == cb::PermitKind::Probe) ++probes;
+        if (dice < 100) {
+          c.release(a.permit, now);
+        } else {
+          c.record(a.permit, dice < 500 ? cb::Outcome::Failure : cb::Outcome::Success,
+                   c.sync->now());
+        }
+      }
+    }
+    // A restart in the middle: the connections of both sync threads and of
+    // this thread die; Redis comes back empty.
+    if (!restarted &&
+        (ops >= kMaxOps / 2 || std::chrono::steady_clock::now() - started > budget / 2)) {
+      REQUIRE(server.restart());
+      restarted = true;
+    }
+    if (ops % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  INFO("operations: " << ops << ", probes: " << probes);
+  CHECK(restarted);
+  CHECK(ops > 100);
+  CHECK(probes > 0);
+
+  // Both stores link again, and rebuild the fleet's state.
+  CHECK(wait_for([&] { return sync1->stats().linked && sync2->stats().linked; }, 5));
+  cb::RedisConnection redis;
+  REQUIRE(server.connect(redis));
+  CHECK(wait_for(
+      [&] {
+        cb::RedisConnection::ReplyPtr r =
+            redis.command({"EXISTS", callers[0].member->key()});
+        return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+      },
+      5));
+
+  // A manual command in one process reaches the fleet and the other.
+  for (int i = 0; i < kBreakers; ++i) {
+    callers[2 * i].command(cb::FleetCommand::ForceOpen, sync1->now());
+  }
+  CHECK(wait_for(
+      [&] {
+        for (int i = 0; i < kBreakers; ++i) {
+          const Caller& other = callers[2 * i + 1];
+          if (other.member->breaker().snapshot(sync2->now()).state !=
+              cb::State::ForcedOpen) {
+            return false;
+          }
+        }
+        return true;
+      },
+      5));
+  for (int i = 0; i < kBreakers; ++i) {
+    callers[2 * i + 1].command(cb::FleetCommand::Reset, sync2->now());
+  }
+  CHECK(wait_for(
+      [&] {
+        for (int i = 0; i < kBreakers; ++i) {
+          if (callers[2 * i].member->breaker().snapshot(sync1->now()).state !=
+              cb::State::Closed) {
+            return false;
+          }
+        }
+        return true;
+      },
+      5));
+
+  // The threads end before the server goes (at most 2 s).
+  callers.clear();
+  sync1.reset();
+  sync2.reset();
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+TEST_CASE("a probe takes the fleet's lease after the server closed idle connections",
+          "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "idle";
+  spec.sync_interval = 50 * cb::kNanosPerMs;
+  spec.timeout = 500 * cb::kNanosPerMs;
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 0.3;
+  std::shared_ptr<cb::FleetSync> sync = cb::FleetSync::for_spec(spec);
+  Caller c{sync, sync->join("api", config)};
+  const std::string key = c.member->key();
+  auto field = [&redis, &key](const char* f) {
+    cb::RedisConnection::ReplyPtr r = redis.command({"HGET", key, f});
+    return r ? cb::RedisConnection::reply_text(r.r) : std::string("?");
+  };
+  auto leases = [&redis, &key] {
+    cb::RedisConnection::ReplyPtr r = redis.command({"EXISTS", key + ":p:0"});
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  };
+  // Trips, and the fleet opens; the connections are cut; the open period
+  // ends; the probe holds the lease; its success closes the fleet.
+  auto trip_cut_probe = [&](const std::function<void()>& cut) {
+    const cb::Admission a = c.acquire(sync->now());
+    REQUIRE(a.permitted);
+    c.record(a.permit, cb::Outcome::Failure, sync->now());
+    REQUIRE(wait_for([&] { return field("s") == "1"; }, 5));
+    cut();
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+    REQUIRE(sync->stats().linked);
+    const cb::Admission probe = c.acquire(sync->now());
+    REQUIRE(probe.permitted);
+    CHECK(probe.permit.kind == cb::PermitKind::Probe);
+    CHECK(leases() == 1);  // the fleet's lease, not local rules
+    CHECK(sync->stats().linked);
+    c.record(probe.permit, cb::Outcome::Success, sync->now());
+    CHECK(wait_for([&] { return field("s") == "0"; }, 5));
+    CHECK(leases() == 0);
+  };
+  SECTION("CLIENT KILL") {
+    trip_cut_probe([&] {
+      cb::RedisConnection::ReplyPtr r =
+          redis.command({"CLIENT", "KILL", "TYPE", "normal"});
+      REQUIRE(r);
+      CHECK(r->integer >= 2);  // the sync thread's and the caller's
+    });
+  }
+  SECTION("the server's idle timeout") {
+    trip_cut_probe([&] {
+      REQUIRE(redis.command({"CONFIG", "SET", "timeout", "1"}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // the caller idles
+      REQUIRE(server.connect(redis));                                // ours was idle too
+    });
+  }
+  c = Caller{};
+  sync.reset();
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS

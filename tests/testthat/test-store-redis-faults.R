@@ -1,0 +1,151 @@
+# The fleet store when the server closes connections behind the processes'
+# backs (CLIENT KILL, Redis's idle `timeout`, a restart) and when two
+# (prefix, name) pairs read alike. Real redis-server, real callr processes:
+# probe executions are counted by appending to a file, one line each.
+
+# Trips fleet breaker `name` from this process, lets `fault()` cut the
+# connections while it is OPEN, then releases `n` racing processes (idle all
+# along) at one instant after the end of the fleet's open period. Returns
+# the racers' results, the probe count and the fleet's state before and
+# after the fault. `fault()` may return a bound (seconds) on how long the
+# racers should wait for their link to come back.
+race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = parent.frame()) {
+  args <- fleet_args(failure_threshold = 1, recovery_timeout = recovery)
+  counter <- withr::local_tempfile(pattern = "probes-", .local_envir = env)
+  start_file <- withr::local_tempfile(pattern = "start-", .local_envir = env)
+  readies <- vapply(seq_len(n), function(i) withr::local_tempfile(pattern = "ready-", .local_envir = env), "")
+  racer <- function(cb, extra) {
+    file.create(extra$ready)
+    deadline <- Sys.time() + 30
+    while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+    at <- as.numeric(readLines(extra$start))
+    while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
+    # A link that is down (a restart) comes back within a second or so; a
+    # probe sent meanwhile would rightly go on local rules.
+    while (!identical(cb$metrics()$mode, "fleet") && Sys.time() < deadline) Sys.sleep(0.01)
+    mode <- cb$metrics()$mode
+    res <- cb$execute(function() {
+      cat(Sys.getpid(), "\n", file = extra$counter, append = TRUE)
+      Sys.sleep(0.3)
+      "ok"
+    }, function() "rejected")
+    # Like a long-lived worker, stay until the fleet's close reaches this
+    # copy (bounded).
+    closing <- Sys.time() + 10
+    while (!identical(cb$state, "CLOSED") && Sys.time() < closing) Sys.sleep(0.02)
+    list(result = res, mode = mode, state = cb$state)
+  }
+  # A generous timeout: a lease that timed out on a slow machine would be a
+  # probe on local rules, which is not what these tests are about.
+  procs <- lapply(readies, function(r) {
+    fleet_child(server$url, name, args, racer, list(ready = r, start = start_file, counter = counter),
+                timeout = 1)
+  })
+  withr::defer(for (p in procs) if (p$is_alive()) p$kill(), envir = env)
+  expect_true(all(vapply(readies, wait_for_file, TRUE)))
+
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 1)
+  cb <- local_shared_breaker(store, name, args, env = env)
+  cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
+  before <- list(g = server$fleet(name, "g"), until = server$fleet(name, "oa") + server$fleet(name, "od"))
+  # Every racer has taken the fleet's OPEN state (one sync interval).
+  Sys.sleep(0.3)
+
+  fault()
+
+  # The fleet is OPEN (again); the racers go at the end of its open period,
+  # by Redis's clock.
+  expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
+  after <- list(g = server$fleet(name, "g"), until = server$fleet(name, "oa") + server$fleet(name, "od"))
+  time <- unlist(server$call("TIME"))
+  redis_now <- as.numeric(time[[1]]) * 1000 + floor(as.numeric(time[[2]]) / 1000)
+  wait <- max(0, after$until - redis_now) / 1000 + 0.3
+  write_start_time(start_file, as.numeric(Sys.time()) + wait)
+  res <- collect_children(procs, timeout = 30)
+  probes <- if (file.exists(counter)) length(readLines(counter)) else 0L
+  list(res = res, probes = probes, before = before, after = after)
+}
+
+expect_one_probe_and_closed <- function(server, name, race) {
+  expect_identical(vapply(race$res, function(r) r$mode, ""), rep("fleet", length(race$res)))
+  expect_identical(race$probes, 1L)
+  expect_identical(sum(vapply(race$res, function(r) identical(r$result, "ok"), TRUE)), 1L)
+  # The probe's success closed the fleet breaker, and every copy of it.
+  expect_true(wait_until(function() identical(server$fleet(name, "s"), 0)))
+  expect_identical(vapply(race$res, function(r) r$state, ""), rep("CLOSED", length(race$res)))
+}
+
+test_that("after CLIENT KILL, exactly one probe goes out across the fleet and closes it", {
+  server <- local_redis_server()
+  race <- race_after_fault(server, "killed-clients", function() {
+    killed <- server$call("CLIENT", "KILL", "TYPE", "normal")
+    expect_true(killed >= 5)  # each process's sync and caller connections
+  })
+  expect_one_probe_and_closed(server, "killed-clients", race)
+})
+
+test_that("after Redis's idle timeout closed idle processes' connections, exactly one probe goes out", {
+  server <- local_redis_server()
+  race <- race_after_fault(server, "idle-clients", function() {
+    server$call("CONFIG", "SET", "timeout", "1")
+    Sys.sleep(1.6)  # the racers' caller connections idle past it
+    expect_identical(server$call("CONFIG", "GET", "timeout")[[2]], "1")
+  }, recovery = 3)
+  expect_one_probe_and_closed(server, "idle-clients", race)
+})
+
+test_that("after a Redis restart while OPEN, the fleet is rebuilt OPEN and one probe closes it", {
+  server <- local_redis_server()
+  race <- race_after_fault(server, "restarted", function() {
+    server$restart()  # empty: no persistence
+  })
+  # The processes' reports rebuild it: the open-until time and the generation
+  # are not lost (the later and the higher win; ms of rounding aside).
+  expect_true(race$after$g >= race$before$g)
+  expect_true(race$after$until >= race$before$until - 100)
+  expect_one_probe_and_closed(server, "restarted", race)
+})
+
+test_that("(prefix, name) pairs that once shared a key are different breakers", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 1)
+  a <- breaker_store_redis(server$url, prefix = "a", sync_interval = 0.05, timeout = 1)
+  ab <- breaker_store_redis(server$url, prefix = "a:b", sync_interval = 0.05, timeout = 1)
+  one <- local_shared_breaker(a, "b:c", args)
+  two <- local_shared_breaker(ab, "c", args)
+  expect_false(identical(fleet_key_of("a", "b:c"), fleet_key_of("a:b", "c")))
+  one$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("b:c", "s", prefix = "a"), 1)))
+  expect_true(wait_until(function() identical(server$fleet("c", "s", prefix = "a:b"), 0)))
+  Sys.sleep(0.3)  # several sync intervals: a shared key would have spread the trip
+  expect_identical(one$state, "OPEN")
+  expect_identical(two$state, "CLOSED")
+  expect_identical(two$execute(function() "ok", function() "rejected"), "ok")
+  # Both keys follow the documented scheme, and nothing else was written.
+  keys <- sort(unlist(server$call("KEYS", "*")))
+  expect_true(all(startsWith(keys, "cb1:{")))
+  expect_true(all(c(fleet_key_of("a", "b:c"), fleet_key_of("a:b", "c")) %in% keys))
+})
+
+test_that("a probe sent on local rules while Redis was away closes the fleet when it is back", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 1, recovery_timeout = 1)
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "away", args)
+  cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(server$fleet("away", "s"), 1)))
+  # Redis hangs (it keeps the fleet's OPEN state): the link goes down.
+  server$process$signal(tools::SIGSTOP)
+  withr::defer(if (server$process$is_alive()) server$process$signal(tools::SIGCONT))
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "local"), 5))
+  Sys.sleep(1.1)  # past the open period
+  # The probe goes out on local rules, and closes this process's copy.
+  expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
+  expect_identical(cb$state, "CLOSED")
+  # Back: its success reaches the fleet, which closes (and stays closed here).
+  server$process$signal(tools::SIGCONT)
+  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 10))
+  expect_true(wait_until(function() identical(server$fleet("away", "s"), 0)))
+  expect_identical(cb$state, "CLOSED")
+})
