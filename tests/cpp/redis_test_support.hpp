@@ -9,7 +9,9 @@
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -58,9 +60,15 @@ class RedisServer {
     std::fflush(stdout);  // the child must not print Catch's buffered output again
     pid_ = ::fork();
     if (pid_ == 0) {
-      std::FILE* null = std::freopen("/dev/null", "w", stdout);
-      (void)null;
-      ::dup2(STDOUT_FILENO, STDERR_FILENO);
+      // Only async-signal-safe calls here: other threads (a FleetSync) may
+      // hold stdio's locks at the fork. The server dies with the test binary
+      // even when that is killed or crashes (no redis-server is left behind).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) {
+        ::dup2(null, STDOUT_FILENO);
+        ::dup2(null, STDERR_FILENO);
+      }
       ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
                "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
                "--dir", "/tmp", static_cast<char*>(nullptr));

@@ -123,7 +123,8 @@ bad_input_specs <- list(
     valid = list(api = nothing, path = function(x) is_string(x) && startsWith(x, "/"), authorize = is_fn_or_null)
   ),
   breaker_store_host = list(group = "store", args = list, call_valid = TRUE,
-                            valid = list(path = null_or(function(x) is_string(x) && nchar(x) < 4096 && dir.exists(x)))),
+                            valid = list(path = null_or(function(x) is_string(x) && nchar(x) < 4096 && dir.exists(x)),
+                                         lock_timeout = function(x) is_number(x) && x > 0 && x <= 60)),
   breaker_store_unlink = list(group = "store",
                               args = function() list(name = "x", store = breaker_store_host(tempdir())),
                               valid = list(name = function(x) is_string(x) && nchar(x, type = "bytes") <= 80,
