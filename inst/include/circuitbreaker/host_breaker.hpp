@@ -3,8 +3,10 @@
 // Every process that opens the same segment file (segment.hpp) with the same
 // configuration runs the one state machine (breaker.hpp) on one state block:
 //
+//   // dir: a checked store directory (store_files.hpp), by default
+//   // /dev/shm/circuitbreaker-<euid>
 //   HostBreaker hb;
-//   HostBreaker::OpenResult r = hb.open("/dev/shm/cb-inventory", config, now);
+//   HostBreaker::OpenResult r = hb.open(dir + "/cb-inventory", config, now);
 //   if (!r.ok()) ...;   // r.status, r.error (errno), r.differing_field,
 //                       // r.untrusted (a file or directory not ours)
 //   Admission a = hb.acquire(now);

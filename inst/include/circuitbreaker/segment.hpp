@@ -3,8 +3,8 @@
 // Every process on a host that maps the same file (or POSIX shm object) and
 // attaches to it runs the one state machine (breaker.hpp) on one state block:
 //
-//   SegmentMapping map;
-//   if (int err = map.open_file("/dev/shm/cb-name", sizeof(Segment))) ...;
+//   SegmentMapping map;   // path: a segment file in a checked store directory
+//   if (int err = map.open_file(path, sizeof(Segment))) ...;
 //   SegmentStatus st = init_or_attach(map.data(), map.size(), config,
 //                                     make_settings(config), now, getpid());
 //   if (st != SegmentStatus::Created && st != SegmentStatus::Attached) ...;
