@@ -1160,92 +1160,111 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
 # ---------------------------------------------------------------------------
 # Plot
 
+# Three panels over the same time axis: each request's latency, each turn's
+# answers per second, and each breaker's state. Endpoints and breaker states
+# have colours of their own that never share a hue: the states keep the
+# package's palette (breaker_state_colours(): green, red, amber, as
+# plot.CircuitBreaker() and the Shiny dashboard show them), so the endpoints
+# take black and blues and purple from the Okabe-Ito palette, which
+# colour-blind readers can tell apart, and the phases are pale greys named
+# in the top panel.
+avalanche_plot_colours <- c(trivial = "#000000", guarded = "#0072B2",
+                            "guarded-async" = "#56B4E9", unguarded = "#CC79A7")
+avalanche_plot_shades <- c(healthy = "#FFFFFF", hanging = "#EBEBEB", failing = "#D9D9D9",
+                           recovered = "#FFFFFF")
+
 avalanche_plot <- function(result, file, downstream_timeout) {
   r <- result$requests
   r <- r[!is.na(r$end) & is.finite(r$latency_ms), ]
   phases <- result$phases
   tr <- result$transitions
-  grDevices::png(file, width = 1400, height = 1000, res = 110)
+  turns <- result$turns
+  grDevices::png(file, width = 1500, height = 1300, res = 120)
   on.exit(grDevices::dev.off(), add = TRUE)
   old <- graphics::par(no.readonly = TRUE)
   on.exit(graphics::par(old), add = TRUE, after = FALSE)
-  graphics::layout(matrix(1:3, ncol = 1), heights = c(3, 1.4, 0.75))
+  graphics::layout(matrix(1:3, ncol = 1), heights = c(3.2, 1.7, 1.15))
+  graphics::par(oma = c(0, 0, 2.5, 0))
 
   endpoints <- avalanche_endpoints
-  cols <- c(trivial = "grey45", guarded = "#1f6fb4", "guarded-async" = "#7b3294",
-            unguarded = "#d2322d")
-  # The package's palette for breaker states (as plot.CircuitBreaker() and the
-  # Shiny dashboard use it).
+  cols <- avalanche_plot_colours[endpoints]
   state_cols <- circuitbreaker::breaker_state_colours()[c("CLOSED", "OPEN", "HALF_OPEN")]
+  slice <- stats::median(turns$end - turns$start)
   xlim <- c(0, max(phases$end, r$start, 1))
   ylim <- range(pmax(r$latency_ms, 0.1), na.rm = TRUE)
   if (!all(is.finite(ylim))) ylim <- c(0.1, 1000)
-  shade <- c(healthy = NA, hanging = "#fbe3c8", failing = "#f6d0d0", recovered = "#dcefdc")
-  draw_phases <- function(top_label) {
+  phase_labels <- c(healthy = "healthy", hanging = "downstream hangs",
+                    failing = "downstream fails (503)", recovered = "recovered")
+  draw_phases <- function(labels) {
     usr <- graphics::par("usr")
+    y <- if (graphics::par("ylog")) 10^usr[3:4] else usr[3:4]
     for (i in seq_len(nrow(phases))) {
-      col <- shade[[phases$phase[[i]]]]
-      if (!is.na(col)) {
-        graphics::rect(phases$start[[i]], if (graphics::par("ylog")) 10^usr[3] else usr[3],
-                       phases$end[[i]], if (graphics::par("ylog")) 10^usr[4] else usr[4],
-                       col = col, border = NA)
-      }
-      graphics::abline(v = phases$start[[i]], col = "grey60", lty = 3)
-      if (top_label) {
-        top <- if (graphics::par("ylog")) 10^usr[4] else usr[4]
-        graphics::text((phases$start[[i]] + phases$end[[i]]) / 2, top, phases$phase[[i]],
-                       pos = 1, cex = 0.85, font = 2)
+      graphics::rect(phases$start[[i]], y[[1]], phases$end[[i]], y[[2]],
+                     col = avalanche_plot_shades[[phases$phase[[i]]]], border = NA)
+      if (labels) {
+        graphics::text((phases$start[[i]] + phases$end[[i]]) / 2, y[[2]],
+                       phase_labels[[phases$phase[[i]]]], pos = 1, cex = 1, font = 2,
+                       col = "grey25")
       }
     }
+    graphics::abline(v = phases$start[-1], col = "grey50", lty = 3)
   }
+  heading <- function(text) graphics::mtext(text, side = 3, line = 0.4, adj = 0, cex = 0.95, font = 2)
 
-  # Latency of each request.
-  # A wide left margin for the breakers' names in the bottom panel.
-  graphics::par(mar = c(2.5, 7, 4.5, 1))
-  graphics::plot(NA, xlim = xlim, ylim = ylim * c(1, 2), log = "y", xlab = "",
-                 ylab = "latency (ms, log scale)")
-  graphics::title("Avalanche: latency of each request, by its start time", line = 3)
+  # Latency of each request, by the time it was sent. A wide left margin
+  # for the breakers' names in the bottom panel.
+  graphics::par(mar = c(2.5, 8.5, 2, 1), cex.axis = 0.95)
+  graphics::plot(NA, xlim = xlim, ylim = ylim * c(1, 3), log = "y", xlab = "", ylab = "",
+                 xaxs = "i")
+  graphics::mtext("latency (ms, log scale)", side = 2, line = 3.2)
   draw_phases(TRUE)
-  size <- c(trivial = 0.35, guarded = 0.35, "guarded-async" = 0.35, unguarded = 0.6)
-  graphics::abline(h = 1000 * downstream_timeout, col = "grey30", lty = 4)
+  graphics::abline(h = 1000 * downstream_timeout, col = "grey20", lty = 2)
+  size <- c(trivial = 0.4, guarded = 0.4, "guarded-async" = 0.4, unguarded = 0.7)
   for (ep in endpoints) {
     x <- r[r$endpoint == ep, ]
     graphics::points(x$start, pmax(x$latency_ms, 0.1), pch = 16, cex = size[[ep]],
-                     col = grDevices::adjustcolor(cols[[ep]], alpha.f = 0.4))
+                     col = grDevices::adjustcolor(cols[[ep]], alpha.f = 0.45))
   }
-  usr <- graphics::par("usr")
-  graphics::legend(x = mean(xlim), y = 10^usr[4], xjust = 0.5, yjust = 0, xpd = NA, horiz = TRUE,
-    bty = "n", cex = 0.8, seg.len = 1.5, x.intersp = 0.5,
-    legend = c(paste0("/", endpoints), "downstream timeout", paste("breaker", names(state_cols))),
-    col = c(cols[endpoints], "grey30", state_cols),
-    pch = c(rep(16, length(endpoints)), NA, rep(15, length(state_cols))),
-    lty = c(rep(NA, length(endpoints)), 4, rep(NA, length(state_cols))))
+  heading("Latency of each request, by the time it was sent")
+  # Top right, below the phase's name: the recovered phase has no slow requests.
+  graphics::legend("topright", inset = c(0.005, 0.07), bg = "white", box.col = "grey70",
+    cex = 0.95, title = "endpoint", title.font = 2,
+    legend = c("/trivial (no downstream call)", "/guarded (breaker, synchronous)",
+               "/guarded-async (breaker, asynchronous)", "/unguarded (no breaker)",
+               paste0("downstream timeout (", format(downstream_timeout), " s)")),
+    col = c(cols, "grey20"), pch = c(rep(16, length(endpoints)), NA),
+    lty = c(rep(NA, length(endpoints)), 2), pt.cex = 1.3)
   graphics::box()
+  graphics::mtext("Avalanche demonstration: a plumber API whose downstream hangs, then fails",
+                  side = 3, outer = TRUE, line = 0.8, cex = 1.2, font = 2)
 
   # Answers per second in each turn, for the endpoint whose turn it was.
-  graphics::par(mar = c(0.5, 7, 0.5, 1))
-  turns <- result$turns
+  graphics::par(mar = c(2.5, 8.5, 2, 1))
   turn_rate <- vapply(seq_len(nrow(turns)), function(k) {
     x <- r$end[r$endpoint == turns$endpoint[[k]] & r$status > 0]
     sum(x >= turns$start[[k]] & x < turns$end[[k]]) / max(turns$end[[k]] - turns$start[[k]], 1e-3)
   }, numeric(1))
-  graphics::plot(NA, xlim = xlim, ylim = c(0, max(turn_rate, 1, na.rm = TRUE)),
-                 xlab = "", ylab = "answers / s in its turns", xaxt = "n")
+  graphics::plot(NA, xlim = xlim, ylim = c(0, max(turn_rate, 1, na.rm = TRUE) * 1.05),
+                 xlab = "", ylab = "", xaxs = "i")
+  graphics::mtext("answers / s", side = 2, line = 3.2)
   draw_phases(FALSE)
   for (ep in endpoints) {
     k <- turns$endpoint == ep
     graphics::lines((turns$start[k] + turns$end[k]) / 2, turn_rate[k], type = "o", pch = 16,
-                    cex = 0.4, col = cols[[ep]], lwd = 1.2)
+                    cex = 0.5, col = cols[[ep]], lwd = 1.5)
   }
+  heading(sprintf(paste0("Requests answered per second, each endpoint measured in its own turns ",
+                         "(%s s each, in rotation; colours as above)"), format(round(slice, 2))))
   graphics::box()
 
-  # Each breaker's state over time (HALF_OPEN drawn at least 0.15 s wide).
+  # Each breaker's state over time (HALF_OPEN drawn at least 0.3 s wide).
   guarded <- names(avalanche_guarded)
-  graphics::par(mar = c(4, 7, 0.5, 1))
-  graphics::plot(NA, xlim = xlim, ylim = c(0.4, length(guarded) + 0.6), xlab = "seconds since start",
-                 ylab = "", yaxt = "n")
+  graphics::par(mar = c(4, 8.5, 2, 1))
+  graphics::plot(NA, xlim = xlim, ylim = c(0.4, length(guarded) + 0.6), xlab = "", ylab = "",
+                 yaxt = "n", xaxs = "i")
+  graphics::mtext("seconds since the healthy phase began", side = 1, line = 2.5)
   graphics::axis(2, at = rev(seq_along(guarded)), labels = paste0("/", guarded), las = 1,
-                 cex.axis = 0.8, tick = FALSE)
+                 tick = FALSE)
   for (g in seq_along(guarded)) {
     y <- length(guarded) + 1 - g
     x <- tr[tr$endpoint == guarded[[g]], ]
@@ -1253,7 +1272,7 @@ avalanche_plot <- function(result, file, downstream_timeout) {
     states <- c("CLOSED", x$to)
     ends <- c(x$time, xlim[[2]])
     keep <- ends > starts | states == "HALF_OPEN"
-    ends <- ifelse(states == "HALF_OPEN", pmax(ends, starts + 0.15), ends)
+    ends <- ifelse(states == "HALF_OPEN", pmax(ends, starts + 0.3), ends)
     col <- state_cols[states]
     col[is.na(col)] <- "grey70"
     # HALF_OPEN last, so that short probes stay visible.
@@ -1261,7 +1280,15 @@ avalanche_plot <- function(result, file, downstream_timeout) {
     o <- o[keep[o]]
     graphics::rect(starts[o], y - 0.3, ends[o], y + 0.3, col = col[o], border = NA)
   }
-  graphics::abline(v = phases$start, col = "grey60", lty = 3)
+  graphics::abline(v = phases$start[-1], col = "grey50", lty = 3)
+  heading("State of each guarded endpoint's breaker")
+  # The states' legend on the heading's line, at the right.
+  usr <- graphics::par("usr")
+  graphics::legend(x = usr[[2]], y = usr[[4]], xjust = 1, yjust = 0.1, xpd = NA, horiz = TRUE,
+                   bty = "n", cex = 0.95, x.intersp = 0.5,
+                   legend = c("CLOSED (calls go through)", "OPEN (fallback at once)",
+                              "HALF_OPEN (one probe)"),
+                   fill = state_cols, border = NA)
   graphics::box()
   invisible(file)
 }
