@@ -1016,6 +1016,7 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
     cat("  ", paste(cells, collapse = "  "), "\n", sep = "")
     if (i > 1L && i < nrow(rows) && rows[i, 1] != rows[i + 1L, 1]) cat("\n")
   }
+  avalanche_report_boundary_tails(result, downstream_timeout)
 
   cat("\nBreaker transitions (seconds since the healthy phase began)\n")
   for (ep in names(avalanche_guarded)) {
@@ -1048,8 +1049,17 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
   v <- result$checks$values
   p <- result$checks$passed
   met <- function(ok) if (isTRUE(ok)) "met" else "NOT met"
+  # A speed target missed on a loaded machine is not a failure of the breaker.
+  speed <- function(ok) if (isTRUE(ok)) "met" else "missed here"
   n_endpoints <- length(unique(result$turns$endpoint))
   cat("\nHeadline checks (hanging and failing: from the breaker's opening to the phase's end)\n")
+  cat(paste0(
+    "  The req/s and p99 targets are for a quiet machine. Here the four API processes,\n",
+    "  the downstream and this load generator share ", avalanche_cores(), ", so on a\n",
+    "  busy machine (or with another job running) they can be missed, differently from\n",
+    "  run to run: a miss says how loaded the machine was, not that the breaker failed\n",
+    "  (/guarded-async also pays for its promises: see its note). What the breaker itself\n",
+    "  must do (open, answer with the fallback, close again) is under \"Behaviour\" at the end.\n"))
   for (ep in names(avalanche_guarded)) {
     prefix <- avalanche_guarded[[ep]]
     path <- paste0("/", ep)
@@ -1076,11 +1086,11 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
                            "             short to compare)\n"), path))
         next
       }
-      cat(sprintf("             req/s: %.1f vs /trivial %.1f = %.1f%% (target >= 90%%): %s\n",
+      cat(sprintf("             req/s: %.1f vs /trivial %.1f = %.1f%% (quiet-machine target >= 90%%): %s\n",
                   val("req_per_s"), val("trivial_req_per_s"), 100 * val("req_per_s_share"),
-                  met(ok("req_per_s_share"))))
-      cat(sprintf("             p99:   %.1f ms vs /trivial %.1f ms = %.2fx (target <= 2x): %s\n",
-                  val("p99_ms"), val("trivial_p99_ms"), val("p99_ratio"), met(ok("p99_ratio"))))
+                  speed(ok("req_per_s_share"))))
+      cat(sprintf("             p99:   %.1f ms vs /trivial %.1f ms = %.2fx (quiet-machine target <= 2x): %s\n",
+                  val("p99_ms"), val("trivial_p99_ms"), val("p99_ratio"), speed(ok("p99_ratio"))))
       cat(sprintf(paste0("             between probes (leaving out %.1f s HALF_OPEN): %.1f%% of ",
                          "/trivial's req/s\n"),
                   val("probe_wait_s"), 100 * val("between_probes_share")))
@@ -1133,28 +1143,97 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
               if (isTRUE(p[["unguarded_limited_by_timeout"]])) "limited by the downstream timeout"
               else "NOT limited by the downstream timeout"))
 
-  # Which targets each guarded endpoint met.
-  targets <- c(
+  # Which targets each guarded endpoint met: the speed targets (for a quiet
+  # machine) apart from the behaviour, which holds on any machine.
+  speed_targets <- c(
     hanging_req_per_s_share = "hanging: req/s >= 90% of /trivial's",
     hanging_p99_ratio = "hanging: p99 <= 2x /trivial's",
     failing_req_per_s_share = "failing: req/s >= 90% of /trivial's",
-    failing_p99_ratio = "failing: p99 <= 2x /trivial's",
+    failing_p99_ratio = "failing: p99 <= 2x /trivial's"
+  )
+  behaviour <- c(
     opened_during_outage = "the breaker opened during the outage",
     fallbacks_while_open = "fallback answers during the outage",
     closed_within_target = "closed within recovery_timeout + one probe"
   )
   cols <- paste0("/", names(avalanche_guarded))
-  width <- max(nchar(targets))
-  cat("\nTargets met\n")
-  cat(sprintf("  %-*s  %-9s  %s\n", width, "", cols[[1]], cols[[2]]))
-  for (t in names(targets)) {
-    res <- vapply(avalanche_guarded, function(prefix) met(p[[paste0(prefix, "_", t)]]), "")
-    cat(sprintf("  %-*s  %-9s  %s\n", width, targets[[t]], res[[1]], res[[2]]))
+  width <- max(nchar(c(speed_targets, behaviour)))
+  table <- function(title, targets, word) {
+    cat("\n", title, "\n", sep = "")
+    cat(sprintf("  %-*s  %-11s  %s\n", width, "", cols[[1]], cols[[2]]))
+    for (t in names(targets)) {
+      res <- vapply(avalanche_guarded, function(prefix) word(p[[paste0(prefix, "_", t)]]), "")
+      cat(sprintf("  %-*s  %-11s  %s\n", width, targets[[t]], res[[1]], res[[2]]))
+    }
   }
+  table("Speed, targets for a quiet machine (a loaded machine can miss them)", speed_targets, speed)
+  table("Behaviour (holds on any machine; NOT met here is worth a bug report)", behaviour, met)
   cat(sprintf("  /unguarded limited by the downstream timeout: %s\n",
               met(p[["unguarded_limited_by_timeout"]])))
+  cat(paste0("\nThe exit status is 0 whenever the run completed, whatever the rows above say: the\n",
+             "speed targets depend on the machine, and this is a demonstration, not a test (the\n",
+             "tests in tests/testthat/test-avalanche.R assert the behaviour).\n"))
   if (!is.null(result$plot_file)) cat("\nPlot: ", result$plot_file, "\n", sep = "")
   invisible(NULL)
+}
+
+# "the 2 cores of this machine": the cores the processes of the run share.
+avalanche_cores <- function() {
+  cores <- parallel::detectCores()
+  if (is.na(cores)) "this machine's cores" else sprintf("the %d cores of this machine", cores)
+}
+
+# The requests of a phase with a healthy downstream that were still waiting
+# when the next phase switched the downstream: a single-threaded endpoint
+# (/unguarded, whose turn ends the healthy phase with the defaults) queues
+# the requests of its last turn and calls the downstream for them one after
+# the other, so those it had not yet called meet the hanging downstream and
+# wait a downstream timeout each, in turn. They count in the phase they were
+# sent in (as every request does), which gives that row its tail; this note
+# says so, with the row's figures without them.
+avalanche_boundary_tails <- function(result, downstream_timeout) {
+  r <- result$requests
+  phases <- result$phases
+  out <- list()
+  for (i in seq_len(nrow(phases) - 1L)) {
+    if (!identical(phases$mode[[i]], "healthy")) next
+    for (ep in avalanche_endpoints) {
+      x <- r[r$endpoint == ep & r$phase == phases$phase[[i]], ]
+      late <- (is.na(x$end) | x$end > phases$end[[i]]) &
+        (x$error | is.na(x$latency_ms) | x$latency_ms > 1000 * downstream_timeout)
+      if (!any(late)) next
+      rest <- x[!late & !is.na(x$end), ]
+      out[[length(out) + 1L]] <- data.frame(
+        phase = phases$phase[[i]], endpoint = ep, next_mode = phases$mode[[i + 1L]],
+        switched_at = phases$end[[i]], late = sum(late), errors = sum(x$error[late]),
+        sent_within_s = phases$end[[i]] - min(x$start[late]),
+        min_ms = min(x$latency_ms[late], na.rm = TRUE), max_ms = max(x$latency_ms[late], na.rm = TRUE),
+        p99_ms_without = if (nrow(rest)) unname(stats::quantile(rest$latency_ms, 0.99)) else NA_real_,
+        error_share_without = if (nrow(rest)) mean(rest$error) else NA_real_,
+        stringsAsFactors = FALSE
+      )
+    }
+  }
+  if (length(out)) do.call(rbind, out) else NULL
+}
+
+avalanche_report_boundary_tails <- function(result, downstream_timeout) {
+  tails <- avalanche_boundary_tails(result, downstream_timeout)
+  for (k in seq_len(NROW(tails))) {
+    x <- tails[k, ]
+    cat(strwrap(sprintf(paste0(
+      "Why %s /%s has a p99 of seconds and errors: %d of its requests, sent in the phase's last ",
+      "%.2f s, were still queued in its single-threaded process when the downstream switched ",
+      "to %s at %.1f s. The process calls the downstream for its queued requests one after ",
+      "the other, so each of these met the %s downstream and waited one more downstream ",
+      "timeout (%s s): %.1f to %.1f s; %d failed. They count in the phase they were sent in. ",
+      "Without them: p99 %.1f ms, errors %.1f%%."),
+      x$phase, x$endpoint, x$late, x$sent_within_s, x$next_mode, x$switched_at,
+      x$next_mode, format(downstream_timeout), x$min_ms / 1000, x$max_ms / 1000, x$errors,
+      x$p99_ms_without, 100 * x$error_share_without), width = 88, prefix = "\n  ", initial = "\n  "),
+      sep = "")
+    cat("\n")
+  }
 }
 
 # ---------------------------------------------------------------------------
