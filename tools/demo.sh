@@ -23,5 +23,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+cat <<'INTRO'
+
+== Two demonstrations follow ==
+1. The avalanche (about two minutes): a plumber API whose downstream service
+   hangs, then fails, then recovers. The endpoints guarded by a breaker keep
+   answering within milliseconds (with a fallback) while the unguarded one
+   queues behind the downstream timeout. It saves avalanche.png here.
+2. A host-shared breaker (about 30 s): four plumber worker processes guard one
+   failing downstream, first with a breaker per process, then with one breaker
+   shared by the host. It counts the calls that reach the dead downstream: the
+   shared breaker stops all four workers after one failure_threshold.
+The avalanche's speed targets are for a quiet machine: on a loaded one they can
+be missed without the breaker failing (its report says which rows are which).
+
+== 1 of 2: the avalanche ==
+INTRO
 Rscript --vanilla bench/avalanche/run.R --plot avalanche.png
+printf '\n== 2 of 2: the host-shared breaker ==\n'
 Rscript --vanilla bench/host-shared/run.R

@@ -1299,10 +1299,12 @@ avalanche_plot <- function(result, file, downstream_timeout) {
   draw_phases(TRUE)
   graphics::abline(h = 1000 * downstream_timeout, col = "grey20", lty = 2)
   size <- c(trivial = 0.4, guarded = 0.4, "guarded-async" = 0.4, unguarded = 0.7)
+  # /unguarded has few points while the downstream hangs: less transparent.
+  alpha <- c(trivial = 0.45, guarded = 0.45, "guarded-async" = 0.45, unguarded = 0.75)
   for (ep in endpoints) {
     x <- r[r$endpoint == ep, ]
     graphics::points(x$start, pmax(x$latency_ms, 0.1), pch = 16, cex = size[[ep]],
-                     col = grDevices::adjustcolor(cols[[ep]], alpha.f = 0.45))
+                     col = grDevices::adjustcolor(cols[[ep]], alpha.f = alpha[[ep]]))
   }
   heading("Latency of each request, by the time it was sent")
   # Top right, below the phase's name: the recovered phase has no slow requests.
