@@ -1024,7 +1024,7 @@ avalanche_report <- function(result, downstream_timeout, recovery_timeout, slice
     cat("  ", paste(cells, collapse = "  "), "\n", sep = "")
     if (i > 1L && i < nrow(rows) && rows[i, 1] != rows[i + 1L, 1]) cat("\n")
   }
-  avalanche_report_boundary_tails(result, downstream_timeout)
+  avalanche_report_tails(result, downstream_timeout)
 
   cat("\nBreaker transitions (seconds since the healthy phase began)\n")
   for (ep in names(avalanche_guarded)) {
@@ -1225,7 +1225,7 @@ avalanche_boundary_tails <- function(result, downstream_timeout) {
   if (length(out)) do.call(rbind, out) else NULL
 }
 
-avalanche_report_boundary_tails <- function(result, downstream_timeout) {
+avalanche_report_tails <- function(result, downstream_timeout) {
   tails <- avalanche_boundary_tails(result, downstream_timeout)
   for (k in seq_len(NROW(tails))) {
     x <- tails[k, ]

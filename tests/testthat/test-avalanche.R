@@ -120,6 +120,46 @@ test_that("avalanche_demo() shows the breakers opening, answering and closing", 
   expect_identical(res$plot_file, plot_file)
   expect_true(file.exists(plot_file))
   expect_gt(file.size(plot_file), 1000)
+
+  # The report reads the speed targets as targets for a quiet machine, apart
+  # from the behaviour that holds on any machine.
+  report <- capture.output(harness$avalanche_report(res, downstream_timeout = 0.5,
+                                                    recovery_timeout = 1, slice_seconds = 0.5))
+  expect_true(any(grepl("targets are for a quiet machine", report, fixed = TRUE)))
+  expect_true(any(grepl("^Speed, targets for a quiet machine", report)))
+  expect_true(any(grepl("^Behaviour \\(holds on any machine", report)))
+  expect_false(any(grepl("quiet-machine target.*NOT met", report)))
+})
+
+test_that("the avalanche report explains requests that met the next phase's downstream", {
+  harness <- avalanche_harness()
+  # /unguarded's last three healthy requests were queued when the downstream
+  # switched to hanging at 10 s: two waited a timeout each and failed.
+  requests <- data.frame(
+    endpoint = c("trivial", "unguarded", "unguarded", "unguarded", "unguarded"),
+    phase = "healthy",
+    start = c(9.9, 9.0, 9.97, 9.98, 9.99),
+    end = c(9.91, 9.02, 10.01, 11.0, 12.0),
+    latency_ms = c(10, 20, 40, 1020, 2010),
+    status = c(200L, 200L, 200L, 504L, 504L),
+    fallback = FALSE,
+    error = c(FALSE, FALSE, FALSE, TRUE, TRUE),
+    stringsAsFactors = FALSE
+  )
+  phases <- data.frame(phase = c("healthy", "hanging"), mode = c("healthy", "hanging"),
+                       start = c(0, 10), end = c(10, 20), stringsAsFactors = FALSE)
+  tails <- harness$avalanche_boundary_tails(list(requests = requests, phases = phases),
+                                            downstream_timeout = 1)
+  expect_equal(nrow(tails), 1)
+  expect_identical(tails$endpoint, "unguarded")
+  expect_identical(tails$next_mode, "hanging")
+  expect_equal(tails$late, 2)
+  expect_equal(tails$errors, 2)
+  expect_equal(tails$error_share_without, 0)
+  expect_lt(tails$p99_ms_without, 100)
+  note <- capture.output(harness$avalanche_report_tails(list(requests = requests, phases = phases),
+                                                        downstream_timeout = 1))
+  expect_true(any(grepl("Why healthy /unguarded", note, fixed = TRUE)))
 })
 
 test_that("avalanche_demo() rejects bad arguments before starting anything", {
