@@ -22,6 +22,8 @@
 # "circuitbreaker"), or demo("getting-started", package = "circuitbreaker").)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "demo.sh: installing what is missing (tools/setup.sh), then two demonstrations:"
+echo "the avalanche (about two minutes), then a host-shared breaker (about 30 s)."
 bash tools/setup.sh
 cat <<'INTRO'
 
