@@ -324,3 +324,67 @@ abort_fleet_wrong_config <- function(name, argument = NULL, call = NULL) {
     call = call
   )
 }
+
+# Tells, once, that a fleet store of this process is alone (its link to
+# Redis never came up, or has been down for a few sync intervals: the core
+# decides, FleetSync::Stats::alone), and, once, that it has rejoined. It is
+# asked where a call already goes through R and costs no call anything: a
+# fleet breaker's creation, `$metrics()` (so breaker_list(), the status
+# routes and the Prometheus metrics) and the later poll of a breaker with
+# listeners (breaker-events.R). One .Call and a lookup; what was said last is
+# kept per store (by a hash of its connection details, which hold the
+# password: the hash does not).
+fleet_link_news <- function(store) {
+  spec <- redis_store_spec(store)
+  info <- cb_fleet_store_info(spec)
+  if (is.null(info)) return(invisible())
+  said <- the$fleet_alone %||% (the$fleet_alone <- new.env(parent = emptyenv()))
+  key <- rlang::hash(spec[c("url", "prefix", "sync_interval", "timeout", "clock_offset")])
+  was_alone <- isTRUE(said[[key]])
+  if (!was_alone && isTRUE(info$alone)) {
+    said[[key]] <- TRUE
+    warning(store_alone_warning(store, link_error(info$last_error)))
+  } else if (was_alone && identical(info$mode, "fleet")) {
+    said[[key]] <- FALSE
+    message(store_rejoined_message(store))
+  }
+  invisible()
+}
+
+# A warning, not a message: the store was asked to share its breakers and
+# does not, which is a fault of the set-up (a typo in the URL, a firewall, a
+# Redis down) that belongs in the log next to the other warnings; a message
+# is easily silenced (suppressMessages(), quiet = TRUE) and would hide it.
+# Its class says which condition it is, as the package's warnings do
+# (circuit_breaker_listener_error); `circuit_breaker_warning` lets a handler
+# take them all.
+store_alone_warning <- function(store, reason) {
+  structure(
+    class = c("circuit_breaker_store_alone", "circuit_breaker_warning", "warning", "condition"),
+    list(
+      message = paste0(
+        "The Redis store ", store$url, " (prefix \"", store$prefix, "\") cannot reach Redis",
+        if (!is.na(reason)) paste0(": ", reason) else "", ".\n",
+        "Its breakers run on this process's local rules (mode \"local\") until it rejoins; ",
+        "check the URL and that the server answers (`breaker_store_redis_ping()`)."
+      ),
+      call = NULL,
+      url = store$url,
+      prefix = store$prefix,
+      reason = reason
+    )
+  )
+}
+
+store_rejoined_message <- function(store) {
+  structure(
+    class = c("circuit_breaker_store_rejoined", "circuit_breaker_message", "message", "condition"),
+    list(
+      message = paste0("The Redis store ", store$url, " (prefix \"", store$prefix,
+                       "\") reaches Redis again: its breakers are shared by the fleet (mode \"fleet\").\n"),
+      call = NULL,
+      url = store$url,
+      prefix = store$prefix
+    )
+  )
+}

@@ -145,7 +145,7 @@ SEXP cb_fleet_store_info(SEXP spec) {
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error);
+      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone);
 #else
   (void)spec;
   return R_NilValue;

@@ -282,7 +282,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     double last_sync_unix = -1;  // seconds since the epoch; -1: never
     std::uint64_t syncs = 0, failures = 0;
     std::string last_error;
+    bool alone = false;  // see alone()
   };
+
+  // A store is alone when its link is down and either never came up (the
+  // first breaker's registration failed: a typo in the URL, a firewall) or
+  // has been down for longer than kAloneSyncs sync intervals, and at least
+  // kAloneMinimum, so that one failed sync, retried by the link breaker
+  // after 0.25 s, is not taken for an outage. R says so once (and again
+  // when the link is back); the breakers run on their local rules meanwhile.
+  static constexpr int kAloneSyncs = 5;
+  static constexpr Nanos kAloneMinimum = 1000 * kNanosPerMs;
 
   explicit FleetSync(const FleetSpec& spec)
       : spec_(spec), link_(link_settings(spec), now()) {
@@ -465,9 +475,15 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     s.last_sync_unix = last_ok_unix_.load(std::memory_order_acquire);
     s.syncs = syncs_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
+    s.alone = !s.linked && (last > 0 ? s.since_last_sync > alone_after() : s.failures > 0);
     std::lock_guard<std::mutex> g(error_mutex_);
     s.last_error = redact_password(last_error_, spec_.endpoint);
     return s;
+  }
+
+  Nanos alone_after() const noexcept {
+    const Nanos n = spec_.sync_interval * kAloneSyncs;
+    return n > kAloneMinimum ? n : kAloneMinimum;
   }
 
  private:
