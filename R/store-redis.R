@@ -313,14 +313,18 @@ abort_redis_unavailable <- function(value = NULL, call = NULL) {
 
 # Raised by the binding when the fleet keeps breaker `name` with other rule
 # arguments than this process gave.
-abort_fleet_wrong_config <- function(name, argument = NULL, call = NULL) {
+# `given` and `stored` are that argument's values (the core's text) in this
+# process and in the fleet.
+abort_fleet_wrong_config <- function(name, argument = NULL, given = NULL, stored = NULL, call = NULL) {
   cli::cli_abort(
     c("Fleet breaker {.val {name}} was created with another configuration.",
-      x = if (!is.null(argument)) "{.arg {argument}} differs from the value the fleet uses.",
+      x = wrong_config_bullet(argument, given, stored, "the fleet uses"),
       i = paste("Every process sharing a breaker must give the same rule arguments;",
-                "or delete the breaker's keys in Redis once no process uses it.")),
+                "or remove the breaker's keys with {.fn breaker_store_unlink} once no process uses it.")),
     class = c("circuit_breaker_store_wrong_config", "circuit_breaker_store_error", "circuit_breaker_error"),
     argument = argument,
+    given = given,
+    stored = stored,
     call = call
   )
 }
@@ -343,7 +347,7 @@ fleet_link_news <- function(store) {
   was_alone <- isTRUE(said[[key]])
   if (!was_alone && isTRUE(info$alone)) {
     said[[key]] <- TRUE
-    warning(store_alone_warning(store, link_error(info$last_error)))
+    warning(store_alone_warning(store, sub("[.]$", "", link_error(info$last_error))))
   } else if (was_alone && identical(info$mode, "fleet")) {
     said[[key]] <- FALSE
     message(store_rejoined_message(store))
@@ -386,5 +390,27 @@ store_rejoined_message <- function(store) {
       url = store$url,
       prefix = store$prefix
     )
+  )
+}
+
+# breaker_store_unlink() for a fleet store: one DEL of every key of the
+# breaker (the core lists them: fleet_breaker_keys()), on a connection of
+# its own. TRUE when there was something to remove.
+redis_store_unlink <- function(name, store, call) {
+  if (!cb_redis_available()) abort_redis_unavailable(call = call)
+  spec <- store_location(store, name, call = call)
+  cb_fleet_unlink(spec) > 0
+}
+
+# Raised by the binding when a fleet breaker's keys could not be removed.
+abort_fleet_unreachable <- function(name, reason, call = NULL) {
+  cli::cli_abort(
+    c("Cannot remove the keys of fleet breaker {.val {name}}: Redis did not answer.",
+      x = "{reason}",
+      i = "Check the store's URL and that the server answers ({.fn breaker_store_redis_ping})."),
+    class = c("circuit_breaker_store_unreachable", "circuit_breaker_store_error", "circuit_breaker_error"),
+    breaker = name,
+    reason = reason,
+    call = call
   )
 }

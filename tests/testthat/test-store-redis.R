@@ -239,9 +239,9 @@ test_that("with Redis hung (SIGSTOP), no call waits longer than the timeout", {
   expect_identical(cb$state, "CLOSED")
   times <- vapply(1:50, function(i) system.time(cb$execute(function() "ok"))[["elapsed"]], 0)
   expect_lt(max(times), 1.5)
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "local"))))
   server$process$signal(tools::SIGCONT)
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20)))
 })
 
 test_that("a report retried after a timeout is counted once", {
@@ -358,8 +358,11 @@ test_that("a fleet breaker checks its identity, name and clock", {
   expect_error(circuit_breaker(name = "identity", store = store, failure_threshold = 4),
                class = "circuit_breaker_store_wrong_config")
   expect_error(circuit_breaker(store = store), class = "circuit_breaker_store_needs_name")
+  err <- tryCatch(circuit_breaker(name = "identity", store = store, failure_threshold = 4), error = identity)
+  expect_identical(c(err$argument, err$given, err$stored), c("failure_threshold", "4", "5"))
   expect_error(circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()),
-               class = "circuit_breaker_invalid_argument")
+               class = "circuit_breaker_shared_clock")
+  expect_snapshot(error = TRUE, circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()))
   expect_error(cb$configure(failure_threshold = 9), class = "circuit_breaker_store_configure")
   cb$configure(timeout = 2)  # a per-process argument
   expect_identical(cb$metrics()$store, "redis")
@@ -486,7 +489,9 @@ test_that("a wrong password is shown as the last error, never the password", {
   }
   wrong <- breaker_store_redis(sprintf("redis://:PW-wrong@127.0.0.1:%d/0", server$port),
                                sync_interval = 0.05, timeout = 0.5)
-  cb <- local_shared_breaker(wrong, "wrongpass", fleet_args())
+  # Refused at its first breaker: the store says it is alone, once.
+  expect_warning(cb <- local_shared_breaker(wrong, "wrongpass", fleet_args()), "WRONGPASS",
+                 class = "circuit_breaker_store_alone")
   expect_true(wait_until(function() !is.na(cb$metrics()$last_error)))
   m <- cb$metrics()
   expect_identical(m$mode, "local")
@@ -508,7 +513,8 @@ test_that("a wrong password is shown as the last error, never the password", {
   # No password against a server that needs one: NOAUTH.
   none <- breaker_store_redis(sprintf("redis://127.0.0.1:%d/0", server$port),
                               sync_interval = 0.05, timeout = 0.5)
-  cb2 <- local_shared_breaker(none, "noauth", fleet_args())
+  expect_warning(cb2 <- local_shared_breaker(none, "noauth", fleet_args()), "NOAUTH",
+                 class = "circuit_breaker_store_alone")
   expect_true(wait_until(function() !is.na(cb2$metrics()$last_error)))
   expect_match(cb2$metrics()$last_error, "NOAUTH")
 

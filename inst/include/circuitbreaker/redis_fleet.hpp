@@ -108,6 +108,21 @@ inline std::string fleet_channel(const std::string& prefix) {
 
 inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
+// Every key breaker `name` of `prefix` may have (fleet_script.hpp): its
+// hash, ":w" (the window), ":b" (the reports applied) and ":p:<slot>" for
+// every probe slot a breaker can have (kMaxHalfOpenCalls), so that removing
+// a breaker needs neither its half_open_max_calls nor a SCAN. They share one
+// hash tag, so one DEL removes them all (in Redis Cluster too).
+inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
+                                                   const std::string& name) {
+  const std::string key = fleet_key(prefix, name);
+  std::vector<std::string> out{key, key + ":w", key + ":b"};
+  for (std::uint32_t slot = 0; slot < kMaxHalfOpenCalls; ++slot) {
+    out.push_back(key + ":p:" + std::to_string(slot));
+  }
+  return out;
+}
+
 // One hiredis connection: connect within the timeout, then AUTH and SELECT
 // and every command, each round trip bounded by the timeout.
 class RedisConnection {
