@@ -191,10 +191,12 @@
 #'   locks". Each process chooses its own.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
 #'   `"host:port"` key of [breaker_for()]), at most 80 bytes.
-#' @param store A store from `breaker_store_host()`.
+#' @param store A store from `breaker_store_host()`; for
+#'   `breaker_store_unlink()`, also one from [breaker_store_redis()] (see its
+#'   "Keys" section).
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
-#'   object. `breaker_store_unlink()`: `TRUE` if a file was removed,
-#'   invisibly. `breaker_store_segments()`: a data frame with one row per
+#'   object. `breaker_store_unlink()`: `TRUE` if a file (for a Redis store,
+#'   a key) was removed, invisibly. `breaker_store_segments()`: a data frame with one row per
 #'   file (`name`, `file`, `status`, `state`, `creator_pid`,
 #'   `creator_alive`, `seconds_since_created`, `bytes`).
 #' @examples

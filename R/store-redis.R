@@ -85,6 +85,18 @@ NULL
 #' Redis restarted empty is rebuilt from the processes' reports: the
 #' breaker stays open until the same time, in the same generation.
 #'
+#' A store that cannot reach Redis says so: when its first breaker is
+#' created (a typo in the URL, a firewall, a wrong password), or once its
+#' link has been down for 5 sync intervals (and at least a second), it
+#' raises a warning of class `circuit_breaker_store_alone` (a
+#' `circuit_breaker_warning`), once, with the masked URL and the reason (its
+#' fields `url`, `prefix` and `reason`); when the link is back, a message of
+#' class `circuit_breaker_store_rejoined`. They are raised where a call
+#' already goes through R, so that no call pays for them: at a breaker's
+#' creation, by `$metrics()` (so [breaker_list()], the status routes and the
+#' Prometheus metrics) and, for a breaker with listeners while an event loop
+#' runs, at each poll (`circuitbreaker.host_poll_interval`).
+#'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
 #' since the last good sync), `last_sync` (its time), the fleet's counts and
 #' `last_error`, the last failure of the link (a refused connection, a
@@ -132,13 +144,18 @@ NULL
 #' may come later.
 #'
 #' To remove a breaker's keys (once no process uses it, for instance to
-#' change its rule arguments), delete the hash and its suffixes, e.g. for
-#' breaker `"payments"` of prefix `"myapp"`:
+#' change its rule arguments), call [breaker_store_unlink()] with the store:
+#' `breaker_store_unlink("payments", fleet)` deletes the hash and every
+#' suffix of breaker `"payments"` (one `DEL`, on a connection of its own,
+#' bounded by `timeout`), and no other breaker's keys; it returns `TRUE`
+#' (invisibly) when there was something to delete, and raises an error of
+#' class `circuit_breaker_store_unreachable` when Redis cannot be reached.
+#' The next breaker created with that name starts afresh. A process that
+#' still uses the breaker writes it again at its next sync, from its own
+#' state. From a shell:
 #' `redis-cli --scan --pattern 'cb1:{myapp:payments}*' | xargs redis-cli del`
 #' (quote the pattern; the glob characters `*`, `?` and `[` of a name are
-#' encoded, so the pattern matches this breaker's keys only). A process that
-#' still uses the breaker writes it again at its next sync, from its own
-#' state.
+#' encoded, so the pattern matches this breaker's keys only).
 #'
 #' @section Requirements:
 #' The client library is hiredis, found when the package is installed
