@@ -75,6 +75,7 @@ check_shared_clock <- function(clock, store, call = rlang::caller_env()) {
     class = c("circuit_breaker_shared_clock", "circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = "clock",
     value = clock,
+    given = given,
     call = call
   )
 }

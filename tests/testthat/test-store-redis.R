@@ -257,7 +257,7 @@ test_that("a report retried after a timeout is counted once", {
   Sys.sleep(1)
   server$process$signal(tools::SIGCONT)
   for (i in 1:100) cb$execute(function() "ok")
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20)))
   Sys.sleep(0.5)
   expect_gt(circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$sync_failures, 0)
   expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 300)))

@@ -490,7 +490,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     s.last_sync_unix = last_ok_unix_.load(std::memory_order_acquire);
     s.syncs = syncs_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
-    s.alone = !s.linked && (last > 0 ? s.since_last_sync > alone_after() : s.failures > 0);
+    s.alone =
+        !s.linked && (last > 0 ? s.since_last_sync > alone_after() : s.failures > 0);
     std::lock_guard<std::mutex> g(error_mutex_);
     s.last_error = redact_password(last_error_, spec_.endpoint);
     return s;
