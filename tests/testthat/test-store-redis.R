@@ -199,22 +199,25 @@ test_that("with Redis killed, calls go on with local rules, and the fleet rebuil
   cb <- local_shared_breaker(store, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60))
   expect_identical(cb$execute(function() "ok"), "ok")
   expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet")))
-  server$kill()
-  # Calls go on; the link notices, and the mode turns local.
-  for (i in 1:5) expect_identical(cb$execute(function() "ok"), "ok")
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
-  # The local rules still trip.
-  for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
-  expect_identical(cb$state, "OPEN")
-  expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
-  expect_gt(cb$metrics()$sync_lag, 0)
-  # Restarted empty: the breaker's report rebuilds the fleet state, open.
-  server$start()
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
-  expect_true(wait_until(function() identical(server$fleet("killed", "s"), 1)))
-  # 6 successes and 3 failures, merged (the first one also reached the old
-  # server, which forgot it).
-  expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
+  # Alone for a while: the store's notices are tested in test-store-redis-alone.R.
+  quietly_alone({
+    server$kill()
+    # Calls go on; the link notices, and the mode turns local.
+    for (i in 1:5) expect_identical(cb$execute(function() "ok"), "ok")
+    expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+    # The local rules still trip.
+    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
+    expect_identical(cb$state, "OPEN")
+    expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
+    expect_gt(cb$metrics()$sync_lag, 0)
+    # Restarted empty: the breaker's report rebuilds the fleet state, open.
+    server$start()
+    expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+    expect_true(wait_until(function() identical(server$fleet("killed", "s"), 1)))
+    # 6 successes and 3 failures, merged (the first one also reached the old
+    # server, which forgot it).
+    expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
+  })
   # A process that joins now finds the breaker open.
   joiner <- fleet_child(server$url, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60),
                         function(cb, extra) cb$execute(function() "ok", function() "rejected"))
@@ -405,17 +408,19 @@ test_that("print(), breaker_list(), Prometheus and the status route show a fleet
   expect_identical(status$store, "redis")
   expect_identical(status$mode, "fleet")
   expect_match(status$last_sync, "^\\d{4}-\\d{2}-\\d{2}T")
-  server$kill()
-  expect_true(wait_until(function() {
-    cb$execute(function() "ok")
-    identical(cb$metrics()$mode, "local")
-  }))
-  expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1', fixed = TRUE)
-  if (nzchar(Sys.which("promtool"))) {
-    out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
-                   stdout = TRUE, stderr = TRUE)
-    expect_identical(attr(out, "status"), NULL)
-  }
+  quietly_alone({
+    server$kill()
+    expect_true(wait_until(function() {
+      cb$execute(function() "ok")
+      identical(cb$metrics()$mode, "local")
+    }))
+    expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1', fixed = TRUE)
+    if (nzchar(Sys.which("promtool"))) {
+      out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
+                     stdout = TRUE, stderr = TRUE)
+      expect_identical(attr(out, "status"), NULL)
+    }
+  })
 })
 
 test_that("breaker_for() and circuitbreaker.defaults take a Redis store", {
