@@ -70,7 +70,7 @@ check_shared_clock <- function(clock, store, call = rlang::caller_env()) {
   }
   cli::cli_abort(
     c("{.arg clock} must be `NULL` for a breaker of a {store$kind} store, not {given}.",
-      i = "A shared breaker reads {reads}, so that every process sharing it agrees on its times.",
+      i = paste0("A shared breaker reads ", reads, ", so that every process sharing it agrees on its times."),
       i = "Test with a breaker of this process (no {.arg store}) to drive time with {.fn breaker_manual_clock}."),
     class = c("circuit_breaker_shared_clock", "circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = "clock",

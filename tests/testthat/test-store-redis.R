@@ -414,7 +414,8 @@ test_that("print(), breaker_list(), Prometheus and the status route show a fleet
       cb$execute(function() "ok")
       identical(cb$metrics()$mode, "local")
     }))
-    expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1', fixed = TRUE)
+    expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1',
+                 fixed = TRUE)
     if (nzchar(Sys.which("promtool"))) {
       out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
                      stdout = TRUE, stderr = TRUE)
