@@ -148,8 +148,9 @@ TEST_CASE("configuration fingerprints name the first argument that differs", "[f
                         .name) == "ramp_up");
 }
 
-TEST_CASE("a fingerprint's value is shown as the user writes it; a foreign one as unknown",
-          "[fleet]") {
+TEST_CASE(
+    "a fingerprint's value is shown as the user writes it; a foreign one as unknown",
+    "[fleet]") {
   cb::Config a;
   a.recovery_timeout = 0.1;
   a.window_type = cb::WindowType::Time;
