@@ -77,3 +77,34 @@ test_that("a store that loses Redis warns once after a few sync intervals, and s
   expect_snapshot(cat(conditionMessage(back[[1]])), transform = without_ports)
   expect_identical(cb$metrics()$mode, "fleet")
 })
+
+test_that("a breaker with listeners hears it on the event loop, without a call", {
+  skip_if_not_installed("later")
+  # later runs its callbacks outside this test's condition handlers: their
+  # warnings and messages are read from the message stream (warn = 1 prints
+  # a warning at once).
+  withr::local_options(circuitbreaker.host_poll_interval = 0.05, warn = 1)
+  loop_says <- function() capture.output(later::run_now(0.05), type = "message")
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, prefix = "alone-loop", sync_interval = 0.05, timeout = 0.2)
+  cb <- local_shared_breaker(store, "listened", fleet_args())
+  cb$on("state_change", function(...) NULL)
+  server$kill()
+  # Only the event loop runs: no call, no $metrics().
+  said <- character()
+  expect_true(wait_until(function() {
+    said <<- c(said, loop_says())
+    any(grepl("cannot reach Redis", said, fixed = TRUE))
+  }, timeout = 15))
+  for (i in 1:5) said <- c(said, loop_says())
+  expect_identical(sum(grepl("cannot reach Redis", said, fixed = TRUE)), 1L)
+  server$start()
+  expect_true(wait_until(function() {
+    said <<- c(said, loop_says())
+    any(grepl("reaches Redis again", said, fixed = TRUE))
+  }, timeout = 15))
+  for (i in 1:5) said <- c(said, loop_says())
+  expect_identical(sum(grepl("reaches Redis again", said, fixed = TRUE)), 1L)
+  # Said by the loop: a call now has nothing more to say.
+  expect_length(conditions_of(cb$metrics(), "condition"), 0)
+})
