@@ -165,6 +165,14 @@ cb_fleet_store_info <- function(spec) {
     .Call(`_circuitbreaker_cb_fleet_store_info`, spec)
 }
 
+cb_fleet_breaker_keys <- function(prefix, name) {
+    .Call(`_circuitbreaker_cb_fleet_breaker_keys`, prefix, name)
+}
+
+cb_fleet_unlink <- function(spec) {
+    .Call(`_circuitbreaker_cb_fleet_unlink`, spec)
+}
+
 cb_fleet_shutdown <- function(wait) {
     invisible(.Call(`_circuitbreaker_cb_fleet_shutdown`, wait))
 }

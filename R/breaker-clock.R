@@ -53,3 +53,29 @@ clock_pointer <- function(clock, call = rlang::caller_env()) {
   }
   clock$ptr
 }
+
+# A shared breaker's times are the store's, not this process's: the host
+# store's breakers read the host's monotonic clock (every process of the
+# host reads the same one), the fleet's take Redis `TIME`. So a manual clock
+# cannot drive one, and `clock` must be NULL. Checked before the store is
+# touched, with what was given (the binding refuses it too, as a last guard,
+# but sees only the clock's pointer).
+check_shared_clock <- function(clock, store, call = rlang::caller_env()) {
+  if (is.null(clock) || is.null(store) || identical(store$kind, "process")) return(invisible())
+  reads <- if (identical(store$kind, "redis")) "Redis `TIME` (the fleet's clock)" else "the host's monotonic clock"
+  given <- if (inherits(clock, "circuit_breaker_manual_clock")) {
+    paste0("a manual clock (", format(clock), ")")
+  } else {
+    describe_value(clock)
+  }
+  cli::cli_abort(
+    c("{.arg clock} must be `NULL` for a breaker of a {store$kind} store, not {given}.",
+      i = paste0("A shared breaker reads ", reads, ", so that every process sharing it agrees on its times."),
+      i = "Test with a breaker of this process (no {.arg store}) to drive time with {.fn breaker_manual_clock}."),
+    class = c("circuit_breaker_shared_clock", "circuit_breaker_invalid_argument", "circuit_breaker_error"),
+    argument = "clock",
+    value = clock,
+    given = given,
+    call = call
+  )
+}

@@ -14,6 +14,8 @@
 #                         listeners (breaker-events.R); created on first $on()
 #   reporter              NULL, or the OpenTelemetry reporting (otel.R), which
 #                         hears events as listeners do (breaker-events.R)
+#   fleet_store           the store of a fleet breaker, whose link news
+#                         (alone, rejoined) R tells (store-redis.R)
 #   view                  a weak reference to the R6 object (breaker_view())
 #   used                  registry recency (registry.R)
 #
@@ -98,8 +100,14 @@ new_breaker_core <- function(args, call) {
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
   if (!is.null(core$name)) cb_check_name(core$name, shared = FALSE)
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
-  segment <- store_location(check_store(args$store, call = call), core$name, call = call)
+  store <- check_store(args$store, call = call)
+  check_shared_clock(args$clock, store, call = call)
+  segment <- store_location(store, core$name, call = call)
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
+  if (inherits(store, "circuit_breaker_store_redis")) {
+    core$fleet_store <- store
+    fleet_link_news(store)
+  }
   otel_attach(core)  # nothing at all unless OpenTelemetry is on (otel.R)
   core
 }
@@ -133,7 +141,10 @@ breaker_config <- function(core) {
 
 breaker_metrics <- function(core) {
   m <- c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr))
-  if (identical(m$store, "redis")) m <- c(m, fleet_metrics(core$ptr))
+  if (identical(m$store, "redis")) {
+    m <- c(m, fleet_metrics(core$ptr))
+    if (!is.null(core$fleet_store)) fleet_link_news(core$fleet_store)
+  }
   m
 }
 

@@ -156,6 +156,7 @@ poll_shared_transitions <- function(ref) {
   # (its lock held too long) is tried again at the next poll.
   ok <- tryCatch({
     emit_transitions(core)
+    if (!is.null(core$fleet_store)) fleet_link_news(core$fleet_store)
     TRUE
   }, circuit_breaker_store_busy = function(e) TRUE,
   circuit_breaker_error = function(e) FALSE)

@@ -191,10 +191,12 @@
 #'   locks". Each process chooses its own.
 #' @param name The name of a breaker (as given to [circuit_breaker()], or the
 #'   `"host:port"` key of [breaker_for()]), at most 80 bytes.
-#' @param store A store from `breaker_store_host()`.
+#' @param store A store from `breaker_store_host()`; for
+#'   `breaker_store_unlink()`, also one from [breaker_store_redis()] (see its
+#'   "Keys" section).
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
-#'   object. `breaker_store_unlink()`: `TRUE` if a file was removed,
-#'   invisibly. `breaker_store_segments()`: a data frame with one row per
+#'   object. `breaker_store_unlink()`: `TRUE` if a file (for a Redis store,
+#'   a key) was removed, invisibly. `breaker_store_segments()`: a data frame with one row per
 #'   file (`name`, `file`, `status`, `state`, `creator_pid`,
 #'   `creator_alive`, `seconds_since_created`, `bytes`).
 #' @examples
@@ -320,7 +322,12 @@ check_host_store <- function(store, call = rlang::caller_env()) {
 #' @export
 breaker_store_unlink <- function(name, store = breaker_store_host()) {
   check_string(name)
-  check_host_store(store)
+  if (inherits(store, "circuit_breaker_store_redis")) {
+    return(invisible(redis_store_unlink(name, store, call = rlang::current_call())))
+  }
+  if (!inherits(store, "circuit_breaker_store_host")) {
+    abort_bad_argument("store", "a store from `breaker_store_host()` or `breaker_store_redis()`", store)
+  }
   path <- as.character(store_location(store, name, call = rlang::current_call()))
   invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
 }
@@ -351,12 +358,16 @@ breaker_store_segments <- function(store = breaker_store_host()) {
 # Raised by the binding when a host segment cannot be opened or attached.
 # `reason` is the core's status name (segment.hpp) or "os_error"; `message`
 # is the core's wording (or the system's, for an os_error).
-abort_host_store <- function(path, reason, message, argument = NULL, call = NULL) {
+# For wrong_config, `argument` is the first rule argument that differs, and
+# `given` and `stored` its values (the core's text: a number, `NULL` or a
+# window type) in this process and in the segment.
+abort_host_store <- function(path, reason, message, argument = NULL, given = NULL, stored = NULL,
+                             call = NULL) {
   bullets <- c("Cannot share breaker segment {.file {path}}: {message}.")
   if (identical(reason, "wrong_config")) {
     bullets <- c(
       "Breaker segment {.file {path}} was created with another configuration.",
-      x = "{.arg {argument}} differs from the value the breaker was created with.",
+      x = wrong_config_bullet(argument, given, stored, "the breaker was created with"),
       i = paste("Every process sharing a breaker must give the same rule arguments;",
                 "or remove the segment with {.fn breaker_store_unlink} once no process uses it.")
     )
@@ -370,8 +381,19 @@ abort_host_store <- function(path, reason, message, argument = NULL, call = NULL
     path = path,
     reason = reason,
     argument = argument,
+    given = given,
+    stored = stored,
     call = call
   )
+}
+
+# The bullet naming the differing argument, for cli in a frame that holds
+# `argument`, `given` and `stored`: "`window_size` is `50` in this process;
+# the breaker was created with `100`." (both values when the core read them).
+wrong_config_bullet <- function(argument, given, stored, whose) {
+  if (is.null(argument)) return(NULL)
+  if (is.null(given) || is.null(stored)) return(paste0("{.arg {argument}} differs from the value ", whose, "."))
+  paste0("{.arg {argument}} is {.code {given}} in this process; ", whose, " {.code {stored}}.")
 }
 
 # Raised when the core refuses a file or directory of a host store as not

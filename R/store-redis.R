@@ -85,6 +85,18 @@ NULL
 #' Redis restarted empty is rebuilt from the processes' reports: the
 #' breaker stays open until the same time, in the same generation.
 #'
+#' A store that cannot reach Redis says so: when its first breaker is
+#' created (a typo in the URL, a firewall, a wrong password), or once its
+#' link has been down for 5 sync intervals (and at least a second), it
+#' raises a warning of class `circuit_breaker_store_alone` (a
+#' `circuit_breaker_warning`), once, with the masked URL and the reason (its
+#' fields `url`, `prefix` and `reason`); when the link is back, a message of
+#' class `circuit_breaker_store_rejoined`. They are raised where a call
+#' already goes through R, so that no call pays for them: at a breaker's
+#' creation, by `$metrics()` (so [breaker_list()], the status routes and the
+#' Prometheus metrics) and, for a breaker with listeners while an event loop
+#' runs, at each poll (`circuitbreaker.host_poll_interval`).
+#'
 #' `$metrics()` shows `mode` (`"fleet"` or `"local"`), `sync_lag` (seconds
 #' since the last good sync), `last_sync` (its time), the fleet's counts and
 #' `last_error`, the last failure of the link (a refused connection, a
@@ -132,13 +144,18 @@ NULL
 #' may come later.
 #'
 #' To remove a breaker's keys (once no process uses it, for instance to
-#' change its rule arguments), delete the hash and its suffixes, e.g. for
-#' breaker `"payments"` of prefix `"myapp"`:
+#' change its rule arguments), call [breaker_store_unlink()] with the store:
+#' `breaker_store_unlink("payments", fleet)` deletes the hash and every
+#' suffix of breaker `"payments"` (one `DEL`, on a connection of its own,
+#' bounded by `timeout`), and no other breaker's keys; it returns `TRUE`
+#' (invisibly) when there was something to delete, and raises an error of
+#' class `circuit_breaker_store_unreachable` when Redis cannot be reached.
+#' The next breaker created with that name starts afresh. A process that
+#' still uses the breaker writes it again at its next sync, from its own
+#' state. From a shell:
 #' `redis-cli --scan --pattern 'cb1:{myapp:payments}*' | xargs redis-cli del`
 #' (quote the pattern; the glob characters `*`, `?` and `[` of a name are
-#' encoded, so the pattern matches this breaker's keys only). A process that
-#' still uses the breaker writes it again at its next sync, from its own
-#' state.
+#' encoded, so the pattern matches this breaker's keys only).
 #'
 #' @section Requirements:
 #' The client library is hiredis, found when the package is installed
@@ -313,14 +330,104 @@ abort_redis_unavailable <- function(value = NULL, call = NULL) {
 
 # Raised by the binding when the fleet keeps breaker `name` with other rule
 # arguments than this process gave.
-abort_fleet_wrong_config <- function(name, argument = NULL, call = NULL) {
+# `given` and `stored` are that argument's values (the core's text) in this
+# process and in the fleet.
+abort_fleet_wrong_config <- function(name, argument = NULL, given = NULL, stored = NULL, call = NULL) {
   cli::cli_abort(
     c("Fleet breaker {.val {name}} was created with another configuration.",
-      x = if (!is.null(argument)) "{.arg {argument}} differs from the value the fleet uses.",
+      x = wrong_config_bullet(argument, given, stored, "the fleet uses"),
       i = paste("Every process sharing a breaker must give the same rule arguments;",
-                "or delete the breaker's keys in Redis once no process uses it.")),
+                "or remove the breaker's keys with {.fn breaker_store_unlink} once no process uses it.")),
     class = c("circuit_breaker_store_wrong_config", "circuit_breaker_store_error", "circuit_breaker_error"),
     argument = argument,
+    given = given,
+    stored = stored,
+    call = call
+  )
+}
+
+# Tells, once, that a fleet store of this process is alone (its link to
+# Redis never came up, or has been down for a few sync intervals: the core
+# decides, FleetSync::Stats::alone), and, once, that it has rejoined. It is
+# asked where a call already goes through R and costs no call anything: a
+# fleet breaker's creation, `$metrics()` (so breaker_list(), the status
+# routes and the Prometheus metrics) and the later poll of a breaker with
+# listeners (breaker-events.R). One .Call and a lookup; what was said last is
+# kept per store (by a hash of its connection details, which hold the
+# password: the hash does not).
+fleet_link_news <- function(store) {
+  spec <- redis_store_spec(store)
+  info <- cb_fleet_store_info(spec)
+  if (is.null(info)) return(invisible())
+  said <- the$fleet_alone %||% (the$fleet_alone <- new.env(parent = emptyenv()))
+  key <- rlang::hash(spec[c("url", "prefix", "sync_interval", "timeout", "clock_offset")])
+  was_alone <- isTRUE(said[[key]])
+  if (!was_alone && isTRUE(info$alone)) {
+    said[[key]] <- TRUE
+    warning(store_alone_warning(store, sub("[.]$", "", link_error(info$last_error))))
+  } else if (was_alone && identical(info$mode, "fleet")) {
+    said[[key]] <- FALSE
+    message(store_rejoined_message(store))
+  }
+  invisible()
+}
+
+# A warning, not a message: the store was asked to share its breakers and
+# does not, which is a fault of the set-up (a typo in the URL, a firewall, a
+# Redis down) that belongs in the log next to the other warnings; a message
+# is easily silenced (suppressMessages(), quiet = TRUE) and would hide it.
+# Its class says which condition it is, as the package's warnings do
+# (circuit_breaker_listener_error); `circuit_breaker_warning` lets a handler
+# take them all.
+store_alone_warning <- function(store, reason) {
+  structure(
+    class = c("circuit_breaker_store_alone", "circuit_breaker_warning", "warning", "condition"),
+    list(
+      message = paste0(
+        "The Redis store ", store$url, " (prefix \"", store$prefix, "\") cannot reach Redis",
+        if (!is.na(reason)) paste0(": ", reason) else "", ".\n",
+        "Its breakers run on this process's local rules (mode \"local\") until it rejoins; ",
+        "check the URL and that the server answers (`breaker_store_redis_ping()`)."
+      ),
+      call = NULL,
+      url = store$url,
+      prefix = store$prefix,
+      reason = reason
+    )
+  )
+}
+
+store_rejoined_message <- function(store) {
+  structure(
+    class = c("circuit_breaker_store_rejoined", "circuit_breaker_message", "message", "condition"),
+    list(
+      message = paste0("The Redis store ", store$url, " (prefix \"", store$prefix,
+                       "\") reaches Redis again: its breakers are shared by the fleet (mode \"fleet\").\n"),
+      call = NULL,
+      url = store$url,
+      prefix = store$prefix
+    )
+  )
+}
+
+# breaker_store_unlink() for a fleet store: one DEL of every key of the
+# breaker (the core lists them: fleet_breaker_keys()), on a connection of
+# its own. TRUE when there was something to remove.
+redis_store_unlink <- function(name, store, call) {
+  if (!cb_redis_available()) abort_redis_unavailable(call = call)
+  spec <- store_location(store, name, call = call)
+  cb_fleet_unlink(spec) > 0
+}
+
+# Raised by the binding when a fleet breaker's keys could not be removed.
+abort_fleet_unreachable <- function(name, reason, call = NULL) {
+  cli::cli_abort(
+    c("Cannot remove the keys of fleet breaker {.val {name}}: Redis did not answer.",
+      x = "{reason}",
+      i = "Check the store's URL and that the server answers ({.fn breaker_store_redis_ping})."),
+    class = c("circuit_breaker_store_unreachable", "circuit_breaker_store_error", "circuit_breaker_error"),
+    breaker = name,
+    reason = reason,
     call = call
   )
 }

@@ -421,6 +421,27 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_fleet_breaker_keys
+std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string name);
+RcppExport SEXP _circuitbreaker_cb_fleet_breaker_keys(SEXP prefixSEXP, SEXP nameSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< std::string >::type prefix(prefixSEXP);
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_breaker_keys(prefix, name));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_fleet_unlink
+double cb_fleet_unlink(SEXP spec);
+RcppExport SEXP _circuitbreaker_cb_fleet_unlink(SEXP specSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type spec(specSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_unlink(spec));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_fleet_shutdown
 void cb_fleet_shutdown(double wait);
 RcppExport SEXP _circuitbreaker_cb_fleet_shutdown(SEXP waitSEXP) {
@@ -499,6 +520,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
     {"_circuitbreaker_cb_fleet_store_info", (DL_FUNC) &_circuitbreaker_cb_fleet_store_info, 1},
+    {"_circuitbreaker_cb_fleet_breaker_keys", (DL_FUNC) &_circuitbreaker_cb_fleet_breaker_keys, 2},
+    {"_circuitbreaker_cb_fleet_unlink", (DL_FUNC) &_circuitbreaker_cb_fleet_unlink, 1},
     {"_circuitbreaker_cb_fleet_shutdown", (DL_FUNC) &_circuitbreaker_cb_fleet_shutdown, 1},
     {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 2},
     {"_circuitbreaker_cb_redis_call", (DL_FUNC) &_circuitbreaker_cb_redis_call, 2},

@@ -67,6 +67,12 @@ void abort_name(SEXP name, const char* must, std::size_t limit) {
   call_abort(call);
 }
 
+void abort_fleet_unreachable(const std::string& name, const std::string& reason) {
+  SEXP who = PROTECT(Rf_mkString(name.c_str()));
+  SEXP why = PROTECT(Rf_mkString(reason.c_str()));
+  call_abort(PROTECT(Rf_lang3(Rf_install("abort_fleet_unreachable"), who, why)));
+}
+
 void abort_invalid_object(const char* what) {
   SEXP call = PROTECT(Rf_lang2(Rf_install("abort_invalid_object"), Rf_mkString(what)));
   call_abort(call);
@@ -95,9 +101,13 @@ void abort_host_store(const std::string& path,
                  r.differing_field >= 0
                      ? Rf_mkString(circuitbreaker::kConfigFields[r.differing_field].name)
                      : R_NilValue);
-  SEXP call =
-      PROTECT(Rf_lang5(Rf_install("abort_host_store"), VECTOR_ELT(args, 0),
-                       VECTOR_ELT(args, 1), VECTOR_ELT(args, 2), VECTOR_ELT(args, 3)));
+  // The differing argument's two values (this process's, the segment's).
+  const bool differs = r.differing_field >= 0;
+  SEXP given = PROTECT(differs ? Rf_mkString(r.given_value.c_str()) : R_NilValue);
+  SEXP stored = PROTECT(differs ? Rf_mkString(r.stored_value.c_str()) : R_NilValue);
+  SEXP rest = PROTECT(Rf_list6(VECTOR_ELT(args, 0), VECTOR_ELT(args, 1),
+                               VECTOR_ELT(args, 2), VECTOR_ELT(args, 3), given, stored));
+  SEXP call = PROTECT(Rf_lcons(Rf_install("abort_host_store"), rest));
   call_abort(call);
 }
 
@@ -183,11 +193,16 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
   std::shared_ptr<circuitbreaker::FleetMember> member =
       sync->join(Rcpp::as<std::string>(name), c);
   int field = -1;
-  if (member->config_conflict(&field)) {
-    call_abort(PROTECT(Rf_lang3(
-        Rf_install("abort_fleet_wrong_config"), Rf_mkString(member->name().c_str()),
-        field >= 0 ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
-                   : R_NilValue)));
+  std::string given, stored;
+  if (member->config_conflict(&field, &given, &stored)) {
+    const bool named = field >= 0;
+    SEXP who = PROTECT(Rf_mkString(member->name().c_str()));
+    SEXP arg = PROTECT(named ? Rf_mkString(circuitbreaker::kConfigFields[field].name)
+                             : R_NilValue);
+    SEXP mine = PROTECT(named ? Rf_mkString(given.c_str()) : R_NilValue);
+    SEXP theirs = PROTECT(named ? Rf_mkString(stored.c_str()) : R_NilValue);
+    call_abort(PROTECT(
+        Rf_lang5(Rf_install("abort_fleet_wrong_config"), who, arg, mine, theirs)));
   }
   return std::make_unique<BreakerHandle>(std::move(member), std::move(sync));
 #else

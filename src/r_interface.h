@@ -282,6 +282,12 @@ SEXP make_clock_pointer(Nanos start);
 [[noreturn]] void abort_host_store(const std::string& path,
                                    const circuitbreaker::HostBreaker::OpenResult& r);
 
+// Raises the R error for a fleet breaker whose keys could not be removed
+// (R's abort_fleet_unreachable(): Redis could not be reached, or refused;
+// `reason` has no password).
+[[noreturn]] void abort_fleet_unreachable(const std::string& name,
+                                          const std::string& reason);
+
 // Raises the R error for a host segment found broken while in use.
 [[noreturn]] void abort_host_broken(SEXP ptr);
 

@@ -145,10 +145,54 @@ SEXP cb_fleet_store_info(SEXP spec) {
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error);
+      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone);
 #else
   (void)spec;
   return R_NilValue;
+#endif
+}
+
+// Every key of fleet breaker `name` under `prefix` (the core's list).
+// [[Rcpp::export(rng = false)]]
+std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string name) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  return circuitbreaker::fleet_breaker_keys(prefix, name);
+#else
+  (void)prefix;
+  (void)name;
+  cbr::abort_by("abort_redis_unavailable", R_NilValue);
+#endif
+}
+
+// Deletes every key of the fleet breaker `spec` names (a list from R's
+// redis_store_location()), on a connection of its own, each round trip
+// bounded by the store's timeout. Returns how many keys existed; when Redis
+// cannot be reached (or refuses), R's abort_fleet_unreachable() says why.
+// [[Rcpp::export(rng = false)]]
+double cb_fleet_unlink(SEXP spec) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
+  Rcpp::List l(spec);
+  const std::string name = Rcpp::as<std::string>(l["name"]);
+  circuitbreaker::RedisConnection c;
+  std::string error;
+  if (c.connect(fs.endpoint, fs.timeout)) {
+    std::vector<std::string> del{"DEL"};
+    for (std::string& k : circuitbreaker::fleet_breaker_keys(fs.prefix, name)) {
+      del.push_back(std::move(k));
+    }
+    circuitbreaker::RedisConnection::ReplyPtr r = c.command(del);
+    if (r && r->type == REDIS_REPLY_INTEGER) return static_cast<double>(r->integer);
+    error = r ? circuitbreaker::redact_password(
+                    circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
+              : c.error();
+  } else {
+    error = c.error();
+  }
+  cbr::abort_fleet_unreachable(name, error);
+#else
+  (void)spec;
+  cbr::abort_by("abort_redis_unavailable", R_NilValue);
 #endif
 }
 

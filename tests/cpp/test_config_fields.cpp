@@ -198,6 +198,18 @@ TEST_CASE("config_get / config_set round-trip every field", "[config][fields]") 
   CHECK(cb::config_get(c, *cb::find_config_field("window_type")) == 0);
 }
 
+TEST_CASE("a field's value as a message shows it", "[config][fields]") {
+  const auto field = [](const char* name) { return *cb::find_config_field(name); };
+  CHECK(cb::config_value_text(field("failure_threshold"), 5) == "5");
+  CHECK(cb::config_value_text(field("jitter"), 0.1) == "0.1");
+  CHECK(cb::config_value_text(field("window_size"), std::nan("")) == "NULL");
+  CHECK(cb::config_value_text(field("window_type"), 0) == "\"count\"");
+  CHECK(cb::config_value_text(field("window_type"), 1) == "\"time\"");
+  // An untrusted stored value is shown as it is.
+  CHECK(cb::config_value_text(field("window_type"), 7) == "7");
+  CHECK(cb::config_value_text(field("jitter"), 1e300) == "1e+300");
+}
+
 TEST_CASE("window type names", "[config][fields]") {
   CHECK(std::string(cb::window_type_name(cb::WindowType::Count)) == "count");
   CHECK(std::string(cb::window_type_name(cb::WindowType::Time)) == "time");

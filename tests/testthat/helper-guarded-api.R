@@ -38,12 +38,17 @@ expect_guarded_routes <- function(api, downstream, route = "/quote") {
     res <- http_call(api$url(route))
     expect_equal(res$status, 200L)
     expect_equal(res$json$source, "fallback")
+    # A short reason of the API's own: no internal address or port.
+    expect_equal(res$json$reason, "downstream unavailable")
+    expect_no_internal_address(res$body, downstream)
   }
   expect_equal(quotes_status(api)$failure_count, 2)
   # Without fallback, a failed call is a 502 (and the third failure).
   res <- http_call(api$url(live))
   expect_equal(res$status, 502L)
   expect_equal(res$json$error, "502 - Bad Gateway")
+  expect_equal(res$json$reason, "downstream unavailable")
+  expect_no_internal_address(res$body, downstream)
 
   # Open after three consecutive failures: visible in the status route.
   status <- quotes_status(api)
@@ -58,7 +63,7 @@ expect_guarded_routes <- function(api, downstream, route = "/quote") {
   set_downstream_mode(downstream, "up")
   res <- http_call(api$url(route))
   expect_equal(res$json$source, "fallback")
-  expect_match(res$json$reason, "OPEN")
+  expect_equal(res$json$reason, "breaker open")
   # ...and without a fallback the API answers 503 with Retry-After.
   res <- http_call(api$url(live))
   expect_equal(res$status, 503L)
@@ -179,4 +184,12 @@ expect_strict_route_names <- function(api, admin) {
   expect_equal(res$status, 200L)
   expect_equal(res$json$name, "quotes")
   expect_equal(res$json$state, "CLOSED")
+}
+
+# The body an API answers its clients with names neither the downstream's
+# address nor its port (the detail is in the API's log only).
+expect_no_internal_address <- function(body, downstream) {
+  port <- sub("^.*:([0-9]+).*$", "\\1", downstream$url("/"))
+  expect_false(grepl("127.0.0.1", body, fixed = TRUE))
+  expect_false(grepl(port, body, fixed = TRUE))
 }

@@ -117,3 +117,14 @@ wait_until <- function(condition, timeout = 10) {
 
 # Waits until file `path` exists (a child's "I am ready"), at most `timeout`.
 wait_for_file <- function(path, timeout = 20) wait_until(function() file.exists(path), timeout)
+
+# Runs `code` without the notices of a fleet store that is alone or rejoins
+# (circuit_breaker_store_alone, circuit_breaker_store_rejoined): for tests
+# that cut Redis off on purpose and assert something else; the notices have
+# tests of their own (test-store-redis-alone.R).
+quietly_alone <- function(code) {
+  withCallingHandlers(code,
+    circuit_breaker_store_alone = function(w) invokeRestart("muffleWarning"),
+    circuit_breaker_store_rejoined = function(m) invokeRestart("muffleMessage")
+  )
+}

@@ -243,6 +243,8 @@ test_that("the rule arguments are the shared breaker's identity", {
                                   jitter = 0.1, store = store), error = identity)
   expect_s3_class(err, "circuit_breaker_store_wrong_config")
   expect_identical(err$argument, "jitter")
+  # Both values: this process's and the segment's.
+  expect_identical(c(err$given, err$stored), c("0.1", "0"))
   # The same arguments attach (the existing breaker is replaced in the registry).
   again <- local_shared_breaker(store, "identity", host_args())
   expect_identical(again$metrics()$store, "host")
@@ -258,7 +260,8 @@ test_that("a shared breaker needs a name and the host's clock; stores are checke
   store <- local_host_store()
   expect_snapshot(error = TRUE, circuit_breaker(store = store))
   expect_error(circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()),
-               class = "circuit_breaker_invalid_argument")
+               class = "circuit_breaker_shared_clock")
+  expect_snapshot(error = TRUE, circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()))
   expect_error(circuit_breaker(name = "x", store = "host"), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_host(file.path(store$path, "missing")), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_unlink("x", breaker_store_process()), class = "circuit_breaker_invalid_argument")

@@ -138,14 +138,14 @@ test_that("a probe sent on local rules while Redis was away closes the fleet whe
   # Redis hangs (it keeps the fleet's OPEN state): the link goes down.
   server$process$signal(tools::SIGSTOP)
   withr::defer(if (server$process$is_alive()) server$process$signal(tools::SIGCONT))
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "local"), 5))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "local"), 5)))
   Sys.sleep(1.1)  # past the open period
   # The probe goes out on local rules, and closes this process's copy.
   expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
   expect_identical(cb$state, "CLOSED")
   # Back: its success reaches the fleet, which closes (and stays closed here).
   server$process$signal(tools::SIGCONT)
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 10))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 10)))
   expect_true(wait_until(function() identical(server$fleet("away", "s"), 0)))
   expect_identical(cb$state, "CLOSED")
 })

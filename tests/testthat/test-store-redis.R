@@ -199,22 +199,25 @@ test_that("with Redis killed, calls go on with local rules, and the fleet rebuil
   cb <- local_shared_breaker(store, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60))
   expect_identical(cb$execute(function() "ok"), "ok")
   expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet")))
-  server$kill()
-  # Calls go on; the link notices, and the mode turns local.
-  for (i in 1:5) expect_identical(cb$execute(function() "ok"), "ok")
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
-  # The local rules still trip.
-  for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
-  expect_identical(cb$state, "OPEN")
-  expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
-  expect_gt(cb$metrics()$sync_lag, 0)
-  # Restarted empty: the breaker's report rebuilds the fleet state, open.
-  server$start()
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
-  expect_true(wait_until(function() identical(server$fleet("killed", "s"), 1)))
-  # 6 successes and 3 failures, merged (the first one also reached the old
-  # server, which forgot it).
-  expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
+  # Alone for a while: the store's notices are tested in test-store-redis-alone.R.
+  quietly_alone({
+    server$kill()
+    # Calls go on; the link notices, and the mode turns local.
+    for (i in 1:5) expect_identical(cb$execute(function() "ok"), "ok")
+    expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+    # The local rules still trip.
+    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
+    expect_identical(cb$state, "OPEN")
+    expect_identical(cb$execute(function() "ok", function() "rejected"), "rejected")
+    expect_gt(cb$metrics()$sync_lag, 0)
+    # Restarted empty: the breaker's report rebuilds the fleet state, open.
+    server$start()
+    expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+    expect_true(wait_until(function() identical(server$fleet("killed", "s"), 1)))
+    # 6 successes and 3 failures, merged (the first one also reached the old
+    # server, which forgot it).
+    expect_true(wait_until(function() server$fleet("killed", "tc") %in% c(8, 9)))
+  })
   # A process that joins now finds the breaker open.
   joiner <- fleet_child(server$url, "killed", fleet_args(failure_threshold = 3, recovery_timeout = 60),
                         function(cb, extra) cb$execute(function() "ok", function() "rejected"))
@@ -239,9 +242,9 @@ test_that("with Redis hung (SIGSTOP), no call waits longer than the timeout", {
   expect_identical(cb$state, "CLOSED")
   times <- vapply(1:50, function(i) system.time(cb$execute(function() "ok"))[["elapsed"]], 0)
   expect_lt(max(times), 1.5)
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "local")))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "local"))))
   server$process$signal(tools::SIGCONT)
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20)))
 })
 
 test_that("a report retried after a timeout is counted once", {
@@ -257,7 +260,7 @@ test_that("a report retried after a timeout is counted once", {
   Sys.sleep(1)
   server$process$signal(tools::SIGCONT)
   for (i in 1:100) cb$execute(function() "ok")
-  expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20))
+  quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20)))
   Sys.sleep(0.5)
   expect_gt(circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$sync_failures, 0)
   expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 300)))
@@ -358,8 +361,11 @@ test_that("a fleet breaker checks its identity, name and clock", {
   expect_error(circuit_breaker(name = "identity", store = store, failure_threshold = 4),
                class = "circuit_breaker_store_wrong_config")
   expect_error(circuit_breaker(store = store), class = "circuit_breaker_store_needs_name")
+  err <- tryCatch(circuit_breaker(name = "identity", store = store, failure_threshold = 4), error = identity)
+  expect_identical(c(err$argument, err$given, err$stored), c("failure_threshold", "4", "5"))
   expect_error(circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()),
-               class = "circuit_breaker_invalid_argument")
+               class = "circuit_breaker_shared_clock")
+  expect_snapshot(error = TRUE, circuit_breaker(name = "clocked", store = store, clock = breaker_manual_clock()))
   expect_error(cb$configure(failure_threshold = 9), class = "circuit_breaker_store_configure")
   cb$configure(timeout = 2)  # a per-process argument
   expect_identical(cb$metrics()$store, "redis")
@@ -402,17 +408,20 @@ test_that("print(), breaker_list(), Prometheus and the status route show a fleet
   expect_identical(status$store, "redis")
   expect_identical(status$mode, "fleet")
   expect_match(status$last_sync, "^\\d{4}-\\d{2}-\\d{2}T")
-  server$kill()
-  expect_true(wait_until(function() {
-    cb$execute(function() "ok")
-    identical(cb$metrics()$mode, "local")
-  }))
-  expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1', fixed = TRUE)
-  if (nzchar(Sys.which("promtool"))) {
-    out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
-                   stdout = TRUE, stderr = TRUE)
-    expect_identical(attr(out, "status"), NULL)
-  }
+  quietly_alone({
+    server$kill()
+    expect_true(wait_until(function() {
+      cb$execute(function() "ok")
+      identical(cb$metrics()$mode, "local")
+    }))
+    expect_match(breaker_prometheus(list(cb)), 'circuitbreaker_fleet_mode{breaker="shown",mode="local"} 1',
+                 fixed = TRUE)
+    if (nzchar(Sys.which("promtool"))) {
+      out <- system2("promtool", c("check", "metrics"), input = breaker_prometheus(list(cb, local)),
+                     stdout = TRUE, stderr = TRUE)
+      expect_identical(attr(out, "status"), NULL)
+    }
+  })
 })
 
 test_that("breaker_for() and circuitbreaker.defaults take a Redis store", {
@@ -486,7 +495,9 @@ test_that("a wrong password is shown as the last error, never the password", {
   }
   wrong <- breaker_store_redis(sprintf("redis://:PW-wrong@127.0.0.1:%d/0", server$port),
                                sync_interval = 0.05, timeout = 0.5)
-  cb <- local_shared_breaker(wrong, "wrongpass", fleet_args())
+  # Refused at its first breaker: the store says it is alone, once.
+  expect_warning(cb <- local_shared_breaker(wrong, "wrongpass", fleet_args()), "WRONGPASS",
+                 class = "circuit_breaker_store_alone")
   expect_true(wait_until(function() !is.na(cb$metrics()$last_error)))
   m <- cb$metrics()
   expect_identical(m$mode, "local")
@@ -508,7 +519,8 @@ test_that("a wrong password is shown as the last error, never the password", {
   # No password against a server that needs one: NOAUTH.
   none <- breaker_store_redis(sprintf("redis://127.0.0.1:%d/0", server$port),
                               sync_interval = 0.05, timeout = 0.5)
-  cb2 <- local_shared_breaker(none, "noauth", fleet_args())
+  expect_warning(cb2 <- local_shared_breaker(none, "noauth", fleet_args()), "NOAUTH",
+                 class = "circuit_breaker_store_alone")
   expect_true(wait_until(function() !is.na(cb2$metrics()$last_error)))
   expect_match(cb2$metrics()$last_error, "NOAUTH")
 

@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "config.hpp"
 
@@ -83,6 +85,20 @@ inline double config_get(const Config& c, const FieldInfo& f) noexcept {
     case FieldKind::WindowType: return static_cast<double>(c.window_type);
   }
   return detail::kUnset;
+}
+
+// A field's value as a user writes it, for messages: NULL for an unset
+// optional, "count" or "time" for window_type, else the number. A value read
+// from a shared store (untrusted) is shown as it is: a window_type other
+// than 0 or 1 is shown as a number.
+inline std::string config_value_text(const FieldInfo& f, double v) {
+  if (std::isnan(v)) return "NULL";
+  if (f.kind == FieldKind::WindowType && (v == 0 || v == 1)) {
+    return v == 1 ? "\"time\"" : "\"count\"";
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
 }
 
 // Sets a field from a double: NaN unsets an optional; for window_type, 1 is

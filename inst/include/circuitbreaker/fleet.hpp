@@ -72,6 +72,25 @@ inline int fleet_fingerprint_difference(const std::string& a, const std::string&
   return -1;
 }
 
+// Field `field`'s value in fingerprint `fp` (fleet_config_fingerprint()) as
+// config_value_text() shows it; "unknown" when `fp` (read from Redis, so
+// untrusted) has no number there.
+inline std::string fleet_fingerprint_value_text(const std::string& fp, int field) {
+  if (field < 0 || field >= static_cast<int>(kConfigFieldCount)) return "unknown";
+  std::size_t at = 0;
+  for (int i = 0; i < field; ++i) {
+    at = fp.find(',', at);
+    if (at == std::string::npos) return "unknown";
+    ++at;
+  }
+  const std::string item = fp.substr(at, fp.find(',', at) - at);
+  if (item.empty() || item.size() > 32) return "unknown";
+  char* end = nullptr;
+  const double v = std::strtod(item.c_str(), &end);
+  if (end == item.c_str() || *end != '\0') return "unknown";
+  return config_value_text(kConfigFields[field], v);
+}
+
 // The rules the script applies (fleet_script.hpp's hash fields ft ... mx).
 inline std::string fleet_rules(const Settings& s) {
   char buf[256];
@@ -412,11 +431,18 @@ class FleetMember {
   // Whether the fleet keeps this breaker with another configuration, and
   // then the index (in kConfigFields) of the first argument that differs, or
   // -1 when none can be named.
-  bool config_conflict(int* field) const {
+  // `given` and `stored` get that argument's value as this process gave it
+  // and as the fleet keeps it (config_value_text()).
+  bool config_conflict(int* field, std::string* given = nullptr,
+                       std::string* stored = nullptr) const {
     const std::string theirs = status().fleet_config;
     if (theirs.empty()) return false;
     const int f = fleet_fingerprint_difference(fingerprint_, theirs);
     *field = f >= 0 && f < static_cast<int>(kConfigFieldCount) ? f : -1;
+    if (*field >= 0 && given != nullptr && stored != nullptr) {
+      *given = fleet_fingerprint_value_text(fingerprint_, *field);
+      *stored = fleet_fingerprint_value_text(theirs, *field);
+    }
     return true;
   }
 

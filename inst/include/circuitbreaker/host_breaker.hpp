@@ -103,6 +103,9 @@ class HostBreaker {
     SegmentStatus status = SegmentStatus::Corrupt;
     int error = 0;             // an errno from opening or mapping the file; 0: none
     int differing_field = -1;  // WrongConfig: the kConfigFields index that differs
+    // WrongConfig: that field's value as this process gave it and as the
+    // segment's creator did (config_value_text()), for the message.
+    std::string given_value, stored_value;
     // The file or directory refused as not ours, and why (store_files.hpp);
     // then `error` is 0 and `status` means nothing.
     StoreRefusal untrusted;
@@ -131,6 +134,12 @@ class HostBreaker {
                               current_process());
     if (r.status == SegmentStatus::WrongConfig) {
       r.differing_field = first_config_difference(*mapping_.segment(), config);
+      if (r.differing_field >= 0) {
+        const FieldInfo& f = kConfigFields[r.differing_field];
+        r.given_value = config_value_text(f, config_get(config, f));
+        r.stored_value = config_value_text(
+            f, mapping_.segment()->header.config_values[r.differing_field]);
+      }
     }
     if (!r.ok()) {
       mapping_.close();

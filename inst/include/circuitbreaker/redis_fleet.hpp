@@ -108,6 +108,21 @@ inline std::string fleet_channel(const std::string& prefix) {
 
 inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
+// Every key breaker `name` of `prefix` may have (fleet_script.hpp): its
+// hash, ":w" (the window), ":b" (the reports applied) and ":p:<slot>" for
+// every probe slot a breaker can have (kMaxHalfOpenCalls), so that removing
+// a breaker needs neither its half_open_max_calls nor a SCAN. They share one
+// hash tag, so one DEL removes them all (in Redis Cluster too).
+inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
+                                                   const std::string& name) {
+  const std::string key = fleet_key(prefix, name);
+  std::vector<std::string> out{key, key + ":w", key + ":b"};
+  for (std::uint32_t slot = 0; slot < kMaxHalfOpenCalls; ++slot) {
+    out.push_back(key + ":p:" + std::to_string(slot));
+  }
+  return out;
+}
+
 // One hiredis connection: connect within the timeout, then AUTH and SELECT
 // and every command, each round trip bounded by the timeout.
 class RedisConnection {
@@ -282,7 +297,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     double last_sync_unix = -1;  // seconds since the epoch; -1: never
     std::uint64_t syncs = 0, failures = 0;
     std::string last_error;
+    bool alone = false;  // see alone()
   };
+
+  // A store is alone when its link is down and either never came up (the
+  // first breaker's registration failed: a typo in the URL, a firewall) or
+  // has been down for longer than kAloneSyncs sync intervals, and at least
+  // kAloneMinimum, so that one failed sync, retried by the link breaker
+  // after 0.25 s, is not taken for an outage. R says so once (and again
+  // when the link is back); the breakers run on their local rules meanwhile.
+  static constexpr int kAloneSyncs = 5;
+  static constexpr Nanos kAloneMinimum = 1000 * kNanosPerMs;
 
   explicit FleetSync(const FleetSpec& spec)
       : spec_(spec), link_(link_settings(spec), now()) {
@@ -465,9 +490,16 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     s.last_sync_unix = last_ok_unix_.load(std::memory_order_acquire);
     s.syncs = syncs_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
+    s.alone =
+        !s.linked && (last > 0 ? s.since_last_sync > alone_after() : s.failures > 0);
     std::lock_guard<std::mutex> g(error_mutex_);
     s.last_error = redact_password(last_error_, spec_.endpoint);
     return s;
+  }
+
+  Nanos alone_after() const noexcept {
+    const Nanos n = spec_.sync_interval * kAloneSyncs;
+    return n > kAloneMinimum ? n : kAloneMinimum;
   }
 
  private:

@@ -36,6 +36,16 @@ as_quote <- function(resp) {
   list(source = "downstream", quote = jsonlite::fromJSON(rawToChar(resp$content), simplifyVector = FALSE))
 }
 
+# What a client is told when the downstream call did not answer: a short
+# reason of the API's own. The condition's text (which may hold an internal
+# address and port, or the downstream's error page) goes to the server's log
+# only.
+client_reason <- function(cond) {
+  if (inherits(cond, "circuit_breaker_open")) return("breaker open")
+  message("quotes: the downstream call failed: ", conditionMessage(cond))
+  "downstream unavailable"
+}
+
 bad_gateway <- function(res, reason) {
   res$status <- 502L
   list(error = "502 - Bad Gateway", reason = reason)
@@ -64,7 +74,7 @@ function() {
 function() {
   # A response with a 5xx (or 408, 429) status, a timeout or a refused
   # connection is a failure: the fallback answers.
-  fallback <- function(cond) list(source = "fallback", quote = NULL, reason = conditionMessage(cond))
+  fallback <- function(cond) list(source = "fallback", quote = NULL, reason = client_reason(cond))
   breaker_fetch_async(downstream_url, breaker = quotes, fallback = fallback) |>
     promises::then(function(value) {
       if (identical(value[["source"]], "fallback")) value else as_quote(value)
@@ -78,13 +88,15 @@ function(res) {
   breaker_fetch_async(downstream_url, breaker = quotes) |>
     promises::then(
       onFulfilled = function(resp) {
-        if (resp$status_code >= 400) bad_gateway(res, paste("HTTP", resp$status_code)) else as_quote(resp)
+        if (resp$status_code < 400) return(as_quote(resp))
+        message("quotes: the downstream answered HTTP ", resp$status_code)
+        bad_gateway(res, "downstream unavailable")
       },
       onRejected = function(e) {
         # A call the open breaker rejected: breaker_error_handler() answers
         # 503 with Retry-After.
         if (inherits(e, "circuit_breaker_open")) stop(e)
-        bad_gateway(res, conditionMessage(e))
+        bad_gateway(res, client_reason(e))
       }
     )
 }

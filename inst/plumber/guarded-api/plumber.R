@@ -38,6 +38,16 @@ get_quote <- function() {
   list(source = "downstream", quote = httr::content(r, as = "parsed", type = "application/json"))
 }
 
+# What a client is told when the downstream call did not answer: a short
+# reason of the API's own. The condition's text (which may hold an internal
+# address and port, or the downstream's error page) goes to the server's log
+# only.
+client_reason <- function(cond) {
+  if (inherits(cond, "circuit_breaker_open")) return("breaker open")
+  message("quotes: the downstream call failed: ", conditionMessage(cond))
+  "downstream unavailable"
+}
+
 #* @plumber
 function(pr) {
   authorize <- if (nzchar(admin_token)) {
@@ -60,7 +70,7 @@ function() {
 #* @get /quote
 function() {
   quotes$execute(get_quote, function(cond) {
-    list(source = "fallback", quote = NULL, reason = conditionMessage(cond))
+    list(source = "fallback", quote = NULL, reason = client_reason(cond))
   })
 }
 
@@ -73,6 +83,6 @@ function(res) {
     # with Retry-After.
     if (inherits(e, "circuit_breaker_open")) stop(e)
     res$status <- 502L
-    list(error = "502 - Bad Gateway", reason = conditionMessage(e))
+    list(error = "502 - Bad Gateway", reason = client_reason(e))
   })
 }

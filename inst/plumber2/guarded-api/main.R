@@ -56,7 +56,17 @@ if (is.null(quotes)) {
 
 quote_request <- httr2::request(downstream_url)
 
-fallback <- function(cond) list(source = "fallback", quote = NULL, reason = conditionMessage(cond))
+# What a client is told when the downstream call did not answer: a short
+# reason of the API's own. The condition's text (which may hold an internal
+# address and port, or the downstream's error page) goes to the server's log
+# only.
+client_reason <- function(cond) {
+  if (inherits(cond, "circuit_breaker_open")) return("breaker open")
+  message("quotes: the downstream call failed: ", conditionMessage(cond))
+  "downstream unavailable"
+}
+
+fallback <- function(cond) list(source = "fallback", quote = NULL, reason = client_reason(cond))
 
 as_quote <- function(resp) list(source = "downstream", quote = httr2::resp_body_json(resp))
 
@@ -65,7 +75,7 @@ as_quote <- function(resp) list(source = "downstream", quote = httr2::resp_body_
 bad_gateway <- function(e, response) {
   if (inherits(e, "circuit_breaker_open")) stop(e)
   response$status <- 502L
-  list(error = "502 - Bad Gateway", reason = conditionMessage(e))
+  list(error = "502 - Bad Gateway", reason = client_reason(e))
 }
 
 #* @plumber
