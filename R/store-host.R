@@ -199,10 +199,13 @@
 #'   `creator_alive`, `seconds_since_created`, `bytes`).
 #' @examples
 #' if (circuitbreaker:::cb_host_supported()) {
-#'   store <- breaker_store_host(tempdir())
+#'   # This user's directory, /dev/shm/circuitbreaker-<uid>: the same in every
+#'   # R process of this user on this host.
+#'   store <- breaker_store_host()
 #'   cb <- circuit_breaker(name = "inventory", failure_threshold = 3, store = store)
 #'   cb$execute(function() "ok")
-#'   # Another R process on this host running the same line shares `cb`.
+#'   # Another R process of the same user on this host running these two
+#'   # lines shares `cb`.
 #'   breaker_store_segments(store)[, c("name", "state")]
 #'   breaker_remove("inventory")
 #'   breaker_store_unlink("inventory", store)

@@ -83,16 +83,40 @@ need_system=${need_fuzzer:-0}
 [ -f /usr/include/hiredis/hiredis.h ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
+# Another apt or dpkg (unattended-upgrades, a second setup) may hold the
+# locks: wait for it, up to 5 minutes, saying so, rather than fail at once.
+apt_lock_files=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
+wait_for_apt() {
+  command -v fuser >/dev/null || return 0  # then apt-get's own Lock::Timeout below waits
+  local waited=0
+  while as_root fuser "${apt_lock_files[@]}" >/dev/null 2>&1; do
+    if [ "$waited" = 0 ]; then
+      echo "setup: another apt or dpkg holds its lock; waiting for it (up to 5 minutes)"
+    fi
+    if [ "$waited" -ge 300 ]; then
+      echo "setup: apt's lock is still held after 5 minutes; run this again when it is free" >&2
+      exit 1
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  [ "$waited" = 0 ] || echo "setup: apt's lock is free after ${waited} s"
+}
+apt_get() {
+  wait_for_apt
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@"
+}
+
 if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
   debs=("${system_packages[@]}")
-  as_root apt-get update -qq
+  apt_get update -qq
   for p in $missing; do
     deb="r-cran-$(echo "$p" | tr '[:upper:]' '[:lower:]')"
     # Only what Debian has; the rest comes from CRAN below.
     if apt-cache show "$deb" >/dev/null 2>&1; then debs+=("$deb"); fi
   done
   echo "setup: installing from Debian: ${debs[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+  apt_get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
   missing=$(missing_r_packages "${r_packages[@]}")
 fi
 if [ -n "$missing" ]; then
