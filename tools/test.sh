@@ -57,7 +57,9 @@ echo "== R package: testthat (lane $lane) =="
 # the counts come back through a file.
 r_counts_file=$(mktemp)
 set +e
-NOT_CRAN=true CB_TEST_COUNTS="$r_counts_file" Rscript --vanilla -e '
+# PROCESSX_NOTIFY_OLD_SIGCHLD: see tests/testthat.R (a passing run otherwise
+# ends with parallel's "Error while shutting down" and a 10 s wait).
+NOT_CRAN=true PROCESSX_NOTIFY_OLD_SIGCHLD=true CB_TEST_COUNTS="$r_counts_file" Rscript --vanilla -e '
   # The counts of the reporter that prints testthat'"'"'s own summary line
   # ([ FAIL | WARN | SKIP | PASS ]), so that ours equal it: the results data
   # frame has one "skipped" flag per test and no row for a skip outside
