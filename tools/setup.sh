@@ -83,38 +83,79 @@ need_system=${need_fuzzer:-0}
 [ -f /usr/include/hiredis/hiredis.h ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
+# Another apt or dpkg (unattended-upgrades, a second setup) may hold the
+# locks: wait for it, up to 5 minutes, saying so, rather than fail at once.
+apt_lock_files=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
+wait_for_apt() {
+  command -v fuser >/dev/null || return 0  # then apt-get's own Lock::Timeout below waits
+  local waited=0
+  while as_root fuser "${apt_lock_files[@]}" >/dev/null 2>&1; do
+    if [ "$waited" = 0 ]; then
+      echo "setup: another apt or dpkg holds its lock; waiting for it (up to 5 minutes)"
+    fi
+    if [ "$waited" -ge 300 ]; then
+      echo "setup: apt's lock is still held after 5 minutes; run this again when it is free" >&2
+      exit 1
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  [ "$waited" = 0 ] || echo "setup: apt's lock is free after ${waited} s"
+}
+apt_get() {
+  wait_for_apt
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@"
+}
+
 if { [ -n "$missing" ] || [ "$need_system" = 1 ]; } && command -v apt-get >/dev/null; then
   debs=("${system_packages[@]}")
-  as_root apt-get update -qq
+  apt_get update -qq
   for p in $missing; do
     deb="r-cran-$(echo "$p" | tr '[:upper:]' '[:lower:]')"
     # Only what Debian has; the rest comes from CRAN below.
     if apt-cache show "$deb" >/dev/null 2>&1; then debs+=("$deb"); fi
   done
   echo "setup: installing from Debian: ${debs[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+  apt_get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
   missing=$(missing_r_packages "${r_packages[@]}")
 fi
 if [ -n "$missing" ]; then
-  echo "setup: installing from CRAN: $missing"
-  Rscript --vanilla -e 'install.packages(commandArgs(TRUE), repos = "https://cloud.r-project.org", Ncpus = 2)' $missing
+  # Compiled from source (mirai and nanonext: about a minute on 2 cores); the
+  # compiler's output goes to a log, shown only if something failed.
+  echo "setup: compiling from CRAN: $missing (log: /tmp/circuitbreaker-cran.log)"
+  Rscript --vanilla -e 'install.packages(commandArgs(TRUE), repos = "https://cloud.r-project.org", Ncpus = 2)' $missing \
+    >/tmp/circuitbreaker-cran.log 2>&1 || true
   missing=$(missing_r_packages "${r_packages[@]}")
-  [ -z "$missing" ] || { echo "setup: could not install: $missing" >&2; exit 1; }
+  [ -z "$missing" ] || { cat /tmp/circuitbreaker-cran.log >&2; echo "setup: could not install: $missing" >&2; exit 1; }
 fi
 
 # The package itself, rebuilt from scratch (headers are not tracked by R's
 # make) whenever its sources differ from the installed copy: into R's default
-# library (lane 1), or into lane 2's own package library.
+# library (lane 1), or into lane 2's own package library. Installed from the
+# tarball `R CMD build` makes, as from CRAN, so that its vignettes are built
+# and installed too (vignette("getting-started", package = "circuitbreaker")):
+# `R CMD INSTALL .` skips them. About a minute more, only when sources changed.
 install_package() {  # install_package <library or ""> <R_LIBS for the build>
-  local lib=$1 libs=$2 hash installed target
-  hash=$(cat DESCRIPTION NAMESPACE configure $(git ls-files R src inst 2>/dev/null || find R src inst -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
+  local lib=$1 libs=$2 hash installed target build_dir tarball src_dir
+  src_dir=$(pwd)
+  hash=$(cat DESCRIPTION NAMESPACE configure $(git ls-files R src inst vignettes 2>/dev/null || find R src inst vignettes -type f) 2>/dev/null | md5sum | cut -d' ' -f1)
   installed=$(R_LIBS="$libs" Rscript --vanilla -e 'f <- system.file("source-hash", package = "circuitbreaker"); if (nzchar(f)) cat(readLines(f))' 2>/dev/null || true)
   [ "$hash" = "$installed" ] && return 0
-  echo "setup: installing circuitbreaker from source${lib:+ into $lib}"
-  R_LIBS="$libs" R CMD INSTALL --preclean ${lib:+-l "$lib"} . >/tmp/circuitbreaker-install.log 2>&1 || {
+  echo "setup: building circuitbreaker and its vignettes, and installing it${lib:+ into $lib}"
+  build_dir=$(mktemp -d)
+  (cd "$build_dir" && R_LIBS="$libs" R CMD build --no-manual --no-resave-data "$src_dir") \
+    >/tmp/circuitbreaker-install.log 2>&1 || {
     cat /tmp/circuitbreaker-install.log >&2
+    rm -rf "$build_dir"
     exit 1
   }
+  tarball=$(ls "$build_dir"/circuitbreaker_*.tar.gz)
+  R_LIBS="$libs" R CMD INSTALL ${lib:+-l "$lib"} "$tarball" >>/tmp/circuitbreaker-install.log 2>&1 || {
+    cat /tmp/circuitbreaker-install.log >&2
+    rm -rf "$build_dir"
+    exit 1
+  }
+  rm -rf "$build_dir"
   target=$(R_LIBS="$libs" Rscript --vanilla -e 'cat(dirname(system.file(package = "circuitbreaker")))')
   echo "$hash" > "$target/circuitbreaker/source-hash"
   rm -f src/*.o src/*.so

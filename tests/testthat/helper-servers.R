@@ -46,10 +46,14 @@ downstream_app <- function() {
 
 # Starts a webfakes `app` (by default downstream_app(); helper-plumber.R and
 # helper-shiny.R have others) in a background process for `env` (the calling
-# test or test file); returns the process (use $url("/ok")).
+# test or test file); returns the process (use $url("/ok")). Without an error
+# log: its web server logs a client that hangs up early (which the timeout
+# tests do on purpose) as an "[error]", and webfakes prints that log when the
+# app stops, so a passing run would show error lines.
 local_downstream <- function(app = downstream_app(), env = parent.frame()) {
   skip_if_not_installed("webfakes")
-  webfakes::local_app_process(app, .local_envir = env)
+  webfakes::local_app_process(app, opts = webfakes::server_opts(remote = TRUE, error_log_file = FALSE),
+                              .local_envir = env)
 }
 
 # A TCP server on 127.0.0.1 that accepts each connection and closes it
