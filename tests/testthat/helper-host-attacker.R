@@ -50,11 +50,19 @@ local_shared_directory <- function(env = parent.frame()) {
 }
 
 # The default store directory of this user, removed when `env` ends if it
-# did not exist before (with the segments a test left in it); `exists`
-# tells whether it was there already.
+# did not exist before (with the segments a test left in it); `existed`
+# tells whether it was there already. An empty one (a real directory, left by
+# an earlier breaker_store_host() call of this run or of another program)
+# holds no breaker: it is removed first, so that the tests that need the
+# name free run rather than skip.
 local_default_store_directory <- function(env = parent.frame()) {
   dir <- file.path("/dev/shm", paste0("circuitbreaker-", effective_uid()))
   link <- Sys.readlink(dir)  # NA when missing, "" when not a link
+  if (identical(link, "") && dir.exists(dir) &&
+        length(list.files(dir, all.files = TRUE, no.. = TRUE)) == 0L) {
+    file.remove(dir)  # remove(3): an empty directory only
+    link <- Sys.readlink(dir)
+  }
   existed <- file.exists(dir) || (!is.na(link) && nzchar(link))
   if (!existed) {
     withr::defer(unlink(dir, recursive = TRUE), envir = env)

@@ -231,6 +231,6 @@ test_that("the example API's mirai route is guarded by the breaker in the API's 
   set_downstream_mode(downstream, "up")
   res <- http_call(api$url("/quote/mirai"), timeout = 30)
   expect_equal(res$json$source, "fallback")
-  expect_match(res$json$reason, "OPEN")
+  expect_identical(res$json$reason, "breaker open")
   expect_equal(quotes_status(api)$rejected, 1)
 })

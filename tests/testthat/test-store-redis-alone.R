@@ -80,11 +80,27 @@ test_that("a store that loses Redis warns once after a few sync intervals, and s
 
 test_that("a breaker with listeners hears it on the event loop, without a call", {
   skip_if_not_installed("later")
-  # later runs its callbacks outside this test's condition handlers: their
-  # warnings and messages are read from the message stream (warn = 1 prints
-  # a warning at once).
+  # later < 1.4 runs its callbacks outside this test's condition handlers:
+  # their warnings and messages are read from the message stream (warn = 1
+  # prints a warning at once). Later versions run them inside the caller's
+  # handlers: they are caught there (and muffled, or testthat would take
+  # them).
   withr::local_options(circuitbreaker.host_poll_interval = 0.05, warn = 1)
-  loop_says <- function() capture.output(later::run_now(0.05), type = "message")
+  loop_says <- function() {
+    caught <- character()
+    printed <- capture.output(type = "message", withCallingHandlers(
+      later::run_now(0.05),
+      warning = function(w) {
+        caught <<- c(caught, conditionMessage(w))
+        invokeRestart("muffleWarning")
+      },
+      message = function(m) {
+        caught <<- c(caught, conditionMessage(m))
+        invokeRestart("muffleMessage")
+      }
+    ))
+    c(caught, printed)
+  }
   server <- local_redis_server()
   store <- breaker_store_redis(server$url, prefix = "alone-loop", sync_interval = 0.05, timeout = 0.2)
   cb <- local_shared_breaker(store, "listened", fleet_args())
