@@ -12,9 +12,9 @@
 
 #include "circuitbreaker/breaker_name.hpp"
 #include "circuitbreaker/circuitbreaker.hpp"
-#include "circuitbreaker/fleet.hpp"
-#include "circuitbreaker/host_breaker.hpp"
-#include "circuitbreaker/redis_fleet.hpp"
+#include "circuitbreaker/fleet/member.hpp"
+#include "circuitbreaker/host/host_breaker.hpp"
+#include "circuitbreaker/redis/sync.hpp"
 
 namespace cbr {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "circuitbreaker/redis_url.hpp"
+#include "circuitbreaker/redis/url.hpp"
 #include "r_interface.h"
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS

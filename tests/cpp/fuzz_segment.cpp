@@ -32,7 +32,7 @@
 #include <cstring>
 #include <string>
 
-#include <circuitbreaker/host_breaker.hpp>
+#include <circuitbreaker/host/host_breaker.hpp>
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "circuitbreaker/redis_fleet.hpp"
+#include "circuitbreaker/redis/sync.hpp"
 
 namespace cbredis {
 

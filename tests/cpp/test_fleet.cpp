@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "circuitbreaker/fleet.hpp"
+#include "circuitbreaker/fleet/member.hpp"
 
 namespace cb = circuitbreaker;
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "circuitbreaker/redis_fleet.hpp"
+#include "circuitbreaker/redis/sync.hpp"
 #include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;

@@ -26,8 +26,9 @@
 #include <vector>
 
 #include <circuitbreaker/circuitbreaker.hpp>
-#include <circuitbreaker/host_breaker.hpp>
-#include <circuitbreaker/segment.hpp>
+#include <circuitbreaker/host/host_breaker.hpp>
+#include <circuitbreaker/host/segment_attach.hpp>
+#include <circuitbreaker/host/segment_mapping.hpp>
 
 #include "process_test_support.hpp"
 

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include <circuitbreaker/circuitbreaker.hpp>
-#include <circuitbreaker/host_breaker.hpp>
+#include <circuitbreaker/host/host_breaker.hpp>
 
 #include "model_compare.hpp"
 #include "process_test_support.hpp"

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "circuitbreaker/breaker_name.hpp"
-#include "circuitbreaker/host_breaker.hpp"
+#include "circuitbreaker/host/host_breaker.hpp"
 #include "circuitbreaker/percent.hpp"
-#include "circuitbreaker/redis_url.hpp"
+#include "circuitbreaker/redis/url.hpp"
 
 namespace cb = circuitbreaker;
 

@@ -20,7 +20,8 @@
 #include <vector>
 
 #include <circuitbreaker/circuitbreaker.hpp>
-#include <circuitbreaker/segment.hpp>
+#include <circuitbreaker/host/segment_attach.hpp>
+#include <circuitbreaker/host/segment_mapping.hpp>
 
 #include "process_test_support.hpp"
 

@@ -12,8 +12,9 @@
 #include <string>
 
 #include <circuitbreaker/circuitbreaker.hpp>
-#include <circuitbreaker/segment.hpp>
-#include <circuitbreaker/store_files.hpp>
+#include <circuitbreaker/host/segment_attach.hpp>
+#include <circuitbreaker/host/segment_mapping.hpp>
+#include <circuitbreaker/host/store_files.hpp>
 
 #include "process_test_support.hpp"
 

@@ -307,7 +307,7 @@ class BasicBreaker {
     }
   }
 
-  // Takes on the state a fleet of processes agreed on (fleet.hpp), if this
+  // Takes on the state a fleet of processes agreed on (fleet/member.hpp), if this
   // breaker's generation is still `expected_generation`: the one it had when
   // its report was built. Anything that moved it since (a local trip, a
   // manual command) wins, and is reported next time. Returns whether the
@@ -467,7 +467,7 @@ class BasicBreaker {
 
   AdmissionView view() const noexcept { return admission_view(store_.state()); }
 
-  // A store that admits without the lock (segment.hpp) keeps the rejections
+  // A store that admits without the lock (host/segment_layout.hpp) keeps the rejections
   // it decides there pending: pending_rejections() says how many,
   // take_pending_rejections() (under the lock) hands them over once.
   template <typename S, typename = void>

@@ -2,7 +2,7 @@
 //
 // A shared breaker's name is how processes find each other: the host store
 // turns it into a file name ("cb-" and the name with every byte but
-// [A-Za-z0-9_.-] written %XX, host_breaker.hpp's segment_file_name()), and
+// [A-Za-z0-9_.-] written %XX, host/host_breaker.hpp's segment_file_name()), and
 // the fleet store into Redis keys. File names are at most 255 bytes, so a
 // name whose every byte must be escaped fits when 3 + 3 * N <= 255, that is
 // N <= 84. The limit is 80 bytes for every shared store: simple to state

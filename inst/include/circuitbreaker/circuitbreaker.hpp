@@ -17,15 +17,7 @@
 #ifndef CIRCUITBREAKER_CIRCUITBREAKER_HPP
 #define CIRCUITBREAKER_CIRCUITBREAKER_HPP
 
-// The version of this C++ API, an integer that grows whenever the API changes
-// incompatibly. For LinkingTo users: test it at compile time
-// (`#if CIRCUITBREAKER_API_VERSION >= 2`) to support several releases.
-//   1  circuitbreaker 0.1.0
-//   2  acquire(now, probe_lease) with probe deadlines, kUnknownWait,
-//      record() / note() return bool, Config::rng_seed (was seed),
-//      the argument table (config_fields.hpp), BasicBreaker<Store>,
-//      endpoint_key() (endpoint.hpp)
-#define CIRCUITBREAKER_API_VERSION 2
+#include "version.hpp"
 
 #include "types.hpp"
 #include "clock.hpp"

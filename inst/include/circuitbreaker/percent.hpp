@@ -1,8 +1,8 @@
 // Percent escapes (RFC 3986 %XX), the one home of both directions.
 //
 // Encoding: how a breaker's name (or a store's prefix) is written where only
-// a few bytes are safe: a segment's file name (host_breaker.hpp) and a fleet
-// breaker's Redis keys (redis_fleet.hpp). Every byte but [A-Za-z0-9_.-] is
+// a few bytes are safe: a segment's file name (host/host_breaker.hpp) and a fleet
+// breaker's Redis keys (redis/sync.hpp). Every byte but [A-Za-z0-9_.-] is
 // written %XX (upper-case hex). The encoding is injective, and its output
 // never holds '/', ':', '{', '}', '%' (except as an escape), a space or a
 // control byte, so it can sit between separators made of those.

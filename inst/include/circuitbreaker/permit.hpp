@@ -51,7 +51,7 @@ struct AdmissionView {
   Nanos open_duration = 0;
 };
 
-// The state a fleet of processes shares (fleet.hpp), as one of them receives
+// The state a fleet of processes shares (fleet/member.hpp), as one of them receives
 // it, for BasicBreaker::adopt(). Times are durations measured by the shared
 // store's clock, so each process can place them on its own clock.
 struct FleetView {

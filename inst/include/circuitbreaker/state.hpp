@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "history.hpp"
+#include "permit.hpp"
 #include "probe_slots.hpp"
 #include "snapshot.hpp"
 #include "transition_log.hpp"
@@ -73,7 +74,7 @@ inline bool duration_valid(Nanos d) noexcept { return d >= 0 && d <= kMaxDuratio
 // Whether a state block can be run by the state machine with `settings`
 // without an index, loop bound or enum out of range and without an
 // arithmetic overflow: the rule a block read from shared memory must pass
-// before use (segment.hpp checks it under the lock, when the working copy
+// before use (host/segment_layout.hpp checks it under the lock, when the working copy
 // is made, and when attaching). It looks at the few indices, enums, bools,
 // times and factors, and the transition log's 64 state bytes: a few dozen
 // comparisons, never the windows' or history's arrays of counts (any count
@@ -102,7 +103,7 @@ inline bool valid(const BreakerState& s) noexcept {
 }
 
 // The admission fields of a block that another process may be writing
-// (segment.hpp's lock-free read), checked as valid() checks them: false when
+// (host/segment_layout.hpp's lock-free read), checked as valid() checks them: false when
 // any is out of range, and then `out` is unchanged.
 inline bool checked_admission_view(const BreakerState& s, AdmissionView& out) noexcept {
   AdmissionView v;

@@ -4,7 +4,7 @@
 // real redis-server in tests/testthat/test-store-redis.R and
 // tests/cpp/test_fleet.cpp).
 //
-// Keys of breaker `name` under `prefix` (redis_fleet.hpp's fleet_key(): a
+// Keys of breaker `name` under `prefix` (redis/sync.hpp's fleet_key(): a
 // format version, then a hash tag holding the encoded prefix and name, so
 // that Redis Cluster keeps one breaker in one slot; written K below):
 //   K = cb1:{prefix:name}  hash: the fleet state (fields below)
@@ -35,8 +35,8 @@ namespace circuitbreaker {
 // SYNC: one call per tick for every breaker of a process.
 // KEYS: the breakers' hash keys. ARGV[1] ttl (ms), ARGV[2] the events
 // channel, ARGV[3] the number of values per breaker, then those values
-// (fleet.hpp's FleetReport::append_args(), in that order). Reply: ten values
-// per breaker (fleet.hpp's FleetReply).
+// (fleet/protocol.hpp's FleetReport::append_args(), in that order). Reply: ten values
+// per breaker (fleet/protocol.hpp's FleetReply).
 inline constexpr const char* kFleetSyncScript = R"LUA(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

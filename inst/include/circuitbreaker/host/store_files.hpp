@@ -4,8 +4,8 @@
 // /tmp are world-writable). Anything another user can put there (a symbolic
 // link to one of our files, a dangling link, an empty file of theirs, a copy
 // of a segment, a FIFO) must never be followed, adopted or written. The rules
-// live here, in one small POSIX header of their own, so that segment.hpp
-// (the segment's layout and protocol) and host_breaker.hpp (the breaker)
+// live here, in one small POSIX header of their own, so that host/segment_layout.hpp
+// (the segment's layout and protocol) and host/host_breaker.hpp (the breaker)
 // only call them:
 //
 //   - A segment file is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW, mode
@@ -29,8 +29,8 @@
 //
 // A refusal names the file or directory and says why, in words shown to the
 // user as they are (StoreRefusal).
-#ifndef CIRCUITBREAKER_STORE_FILES_HPP
-#define CIRCUITBREAKER_STORE_FILES_HPP
+#ifndef CIRCUITBREAKER_HOST_STORE_FILES_HPP
+#define CIRCUITBREAKER_HOST_STORE_FILES_HPP
 
 #include <cerrno>
 #include <cstdio>
@@ -350,4 +350,4 @@ inline int open_segment_file(const std::string& path, bool create, bool writable
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_STORE_FILES_HPP
+#endif  // CIRCUITBREAKER_HOST_STORE_FILES_HPP

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "percent.hpp"
+#include "../percent.hpp"
 
 namespace circuitbreaker {
 

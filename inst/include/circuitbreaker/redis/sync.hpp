@@ -1,4 +1,4 @@
-// The Redis transport of fleet-wide breakers (fleet.hpp), on hiredis.
+// The Redis transport of fleet-wide breakers (fleet/member.hpp), on hiredis.
 //
 // One FleetSync per store (server, prefix, intervals) per process. It owns
 // a background thread that never calls R: every sync_interval (or at once
@@ -23,22 +23,14 @@
 // it, and until it lets a retry through, nothing waits on Redis; every
 // breaker runs on its local rules (mode "local") and its counts wait in its
 // pending report, to be merged on reconnect.
-#ifndef CIRCUITBREAKER_REDIS_FLEET_HPP
-#define CIRCUITBREAKER_REDIS_FLEET_HPP
+#ifndef CIRCUITBREAKER_REDIS_SYNC_HPP
+#define CIRCUITBREAKER_REDIS_SYNC_HPP
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
-#include <poll.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,247 +39,14 @@
 #include <thread>
 #include <vector>
 
-#include "clock.hpp"
-#include "fleet.hpp"
-#include "fleet_script.hpp"
-#include "percent.hpp"
-#include "random.hpp"
-#include "redis_url.hpp"
+#include "../clock.hpp"
+#include "../fleet/member.hpp"
+#include "../fleet/script.hpp"
+#include "../random.hpp"
+#include "connection.hpp"
+#include "keys.hpp"
 
 namespace circuitbreaker {
-
-struct FleetSpec {
-  RedisEndpoint endpoint;
-  std::string prefix;
-  Nanos sync_interval = 100 * kNanosPerMs;
-  Nanos timeout = 100 * kNanosPerMs;
-  Nanos clock_offset = 0;  // tests: this process's clock, skewed
-  std::int64_t key_ttl_ms = 24LL * 3600 * 1000;
-
-  // Processes that give the same spec share one FleetSync.
-  std::string identity() const {
-    return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
-           std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
-           endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
-           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset);
-  }
-  std::string channel() const;
-};
-
-// The key scheme (version 1). Every key of breaker `name` under `prefix` is
-//   cb1:{<prefix>:<name>}<suffix>
-// with prefix and name percent-encoded (percent.hpp: every byte but
-// [A-Za-z0-9_.-] as %XX), so that no ':' of either part can be taken for
-// the separator: (prefix, name) -> key is injective. The braces are a Redis
-// Cluster hash tag holding the whole identity and nothing else, and no '{'
-// comes before them, so that every key of a breaker (the hash, and the
-// suffixes ":w", ":b" and ":p:<slot>" of fleet_script.hpp) lands in one
-// slot. "cb1" is the format's version, outside the tag: a later format
-// (cb2) cannot read or clobber these keys, and `SCAN MATCH cb1:*` finds
-// every key of this one. A store's events channel follows the same scheme:
-//   cb1:{<prefix>}:events
-inline constexpr const char* kFleetKeyVersion = "cb1";
-
-inline std::string fleet_key(const std::string& prefix, const std::string& name) {
-  std::string out = kFleetKeyVersion;
-  out += ":{";
-  append_encoded_name(out, prefix);
-  out += ':';
-  append_encoded_name(out, name);
-  out += '}';
-  return out;
-}
-
-inline std::string fleet_channel(const std::string& prefix) {
-  std::string out = kFleetKeyVersion;
-  out += ":{";
-  append_encoded_name(out, prefix);
-  out += "}:events";
-  return out;
-}
-
-inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
-
-// Every key breaker `name` of `prefix` may have (fleet_script.hpp): its
-// hash, ":w" (the window), ":b" (the reports applied) and ":p:<slot>" for
-// every probe slot a breaker can have (kMaxHalfOpenCalls), so that removing
-// a breaker needs neither its half_open_max_calls nor a SCAN. They share one
-// hash tag, so one DEL removes them all (in Redis Cluster too).
-inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
-                                                   const std::string& name) {
-  const std::string key = fleet_key(prefix, name);
-  std::vector<std::string> out{key, key + ":w", key + ":b"};
-  for (std::uint32_t slot = 0; slot < kMaxHalfOpenCalls; ++slot) {
-    out.push_back(key + ":p:" + std::to_string(slot));
-  }
-  return out;
-}
-
-// One hiredis connection: connect within the timeout, then AUTH and SELECT
-// and every command, each round trip bounded by the timeout.
-class RedisConnection {
- public:
-  RedisConnection() = default;
-  RedisConnection(const RedisConnection&) = delete;
-  RedisConnection& operator=(const RedisConnection&) = delete;
-  ~RedisConnection() { close(); }
-
-  bool connected() const noexcept { return ctx_ != nullptr; }
-  int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
-  redisContext* context() noexcept { return ctx_; }
-  // What failed last (hiredis's or the server's words), with the
-  // password of the last endpoint connected to redacted.
-  std::string error() const { return redact_password(error_, endpoint_); }
-
-  // The bound of every later round trip on this connection.
-  void set_timeout(Nanos timeout) noexcept {
-    if (ctx_) redisSetTimeout(ctx_, to_timeval(timeout));
-  }
-
-  void close() noexcept {
-    if (ctx_) redisFree(ctx_);
-    ctx_ = nullptr;
-    sync_sha_.clear();
-    lease_sha_.clear();
-  }
-
-  bool connect(const RedisEndpoint& e, Nanos timeout) {
-    close();
-    endpoint_ = e;
-    const timeval tv = to_timeval(timeout);
-    ctx_ = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
-    if (ctx_ == nullptr || ctx_->err) {
-      error_ = ctx_ ? ctx_->errstr : "cannot allocate a Redis context";
-      close();
-      return false;
-    }
-    redisSetTimeout(ctx_, tv);
-    if (e.has_password) {
-      std::vector<std::string> auth{"AUTH"};
-      if (!e.username.empty()) auth.push_back(e.username);
-      auth.push_back(e.password);
-      if (!ok(command(auth))) return false;
-    }
-    if (e.db != 0 && !ok(command({"SELECT", std::to_string(e.db)}))) return false;
-    return true;
-  }
-
-  // Loads both scripts now (one round trip each), so that a later EVALSHA
-  // costs one round trip.
-  bool load_scripts() {
-    for (bool lease : {false, true}) {
-      std::string& sha = lease ? lease_sha_ : sync_sha_;
-      ReplyPtr l =
-          command({"SCRIPT", "LOAD", lease ? kFleetLeaseScript : kFleetSyncScript});
-      if (!l || l->type != REDIS_REPLY_STRING) {
-        if (l) error_ = reply_text(l.r);
-        close();
-        return false;
-      }
-      sha.assign(l->str, l->len);
-    }
-    return true;
-  }
-
-  struct ReplyPtr {
-    redisReply* r = nullptr;
-    ReplyPtr() = default;
-    explicit ReplyPtr(redisReply* x) : r(x) {}
-    ReplyPtr(ReplyPtr&& o) noexcept : r(o.r) { o.r = nullptr; }
-    ReplyPtr& operator=(ReplyPtr&& o) noexcept {
-      std::swap(r, o.r);
-      return *this;
-    }
-    ~ReplyPtr() {
-      if (r) freeReplyObject(r);
-    }
-    redisReply* operator->() const noexcept { return r; }
-    explicit operator bool() const noexcept { return r != nullptr; }
-  };
-
-  // A command; an empty reply (and a closed connection) when the round trip
-  // failed: hiredis contexts are unusable after an I/O error or timeout.
-  ReplyPtr command(const std::vector<std::string>& args) {
-    if (!ctx_) return ReplyPtr{};
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()));
-    if (r == nullptr) {
-      error_ = ctx_->errstr[0] ? ctx_->errstr : "no reply";
-      close();
-    }
-    return ReplyPtr(r);
-  }
-
-  // EVALSHA of one of the two scripts, loading it first when needed (a new
-  // connection, or NOSCRIPT after SCRIPT FLUSH or a restart).
-  ReplyPtr eval(bool lease_script, const std::vector<std::string>& keys,
-                const std::vector<std::string>& args) {
-    std::string& sha = lease_script ? lease_sha_ : sync_sha_;
-    const char* source = lease_script ? kFleetLeaseScript : kFleetSyncScript;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (sha.empty()) {
-        ReplyPtr l = command({"SCRIPT", "LOAD", source});
-        if (!l || l->type != REDIS_REPLY_STRING) {
-          if (l) error_ = reply_text(l.r);
-          return ReplyPtr{};
-        }
-        sha.assign(l->str, l->len);
-      }
-      std::vector<std::string> argv{"EVALSHA", sha, std::to_string(keys.size())};
-      argv.insert(argv.end(), keys.begin(), keys.end());
-      argv.insert(argv.end(), args.begin(), args.end());
-      ReplyPtr r = command(argv);
-      if (r && r->type == REDIS_REPLY_ERROR && std::strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        sha.clear();
-        continue;
-      }
-      if (r && r->type == REDIS_REPLY_ERROR) error_ = reply_text(r.r);
-      return r;
-    }
-    return ReplyPtr{};
-  }
-
-  static std::string reply_text(const redisReply* r) {
-    if (r == nullptr) return "";
-    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
-        r->type == REDIS_REPLY_ERROR) {
-      return std::string(r->str, r->len);
-    }
-    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
-    return "";
-  }
-
- private:
-  static timeval to_timeval(Nanos t) noexcept {
-    if (t < kNanosPerMs) t = kNanosPerMs;
-    timeval tv;
-    tv.tv_sec = static_cast<time_t>(t / 1000000000);
-    tv.tv_usec = static_cast<suseconds_t>((t % 1000000000) / 1000);
-    return tv;
-  }
-  bool ok(const ReplyPtr& r) {
-    if (!r) return false;
-    if (r->type == REDIS_REPLY_ERROR) {
-      error_ = reply_text(r.r);
-      close();
-      return false;
-    }
-    return true;
-  }
-
-  redisContext* ctx_ = nullptr;
-  RedisEndpoint endpoint_;  // for redacting its password from error()
-  std::string error_;
-  std::string sync_sha_, lease_sha_;
-};
 
 class FleetSync : public std::enable_shared_from_this<FleetSync> {
  public:
@@ -423,7 +182,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!sync_twice(caller_, one)) note_failure(caller_.error());
   }
 
-  // A fleet-wide probe lease for `key` (fleet_script.hpp, LEASE), within
+  // A fleet-wide probe lease for `key` (fleet/script.hpp, LEASE), within
   // `timeout` in all (the wait for the caller's connection included). The
   // first attempt goes out on the caller's connection as it is; when that
   // fails without an answer (the server closed it: that costs no wait), the
@@ -775,4 +534,4 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
-#endif  // CIRCUITBREAKER_REDIS_FLEET_HPP
+#endif  // CIRCUITBREAKER_REDIS_SYNC_HPP

@@ -1,5 +1,5 @@
 // A robust, process-shared mutex that lives inside a shared-memory mapping
-// (segment.hpp places one in every host segment).
+// (segment_layout.hpp places one in every host segment).
 //
 // It is a pthread_mutex_t with PTHREAD_PROCESS_SHARED and
 // PTHREAD_MUTEX_ROBUST: when a process dies holding it (SIGKILL at any
@@ -30,8 +30,8 @@
 //
 // This header is not part of circuitbreaker.hpp: it needs <pthread.h> (and
 // -pthread to link) which not every platform R supports has.
-#ifndef CIRCUITBREAKER_SHARED_LOCK_HPP
-#define CIRCUITBREAKER_SHARED_LOCK_HPP
+#ifndef CIRCUITBREAKER_HOST_ROBUST_MUTEX_HPP
+#define CIRCUITBREAKER_HOST_ROBUST_MUTEX_HPP
 
 #include <cerrno>
 #include <chrono>
@@ -218,4 +218,4 @@ class RobustMutex {
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_SHARED_LOCK_HPP
+#endif  // CIRCUITBREAKER_HOST_ROBUST_MUTEX_HPP

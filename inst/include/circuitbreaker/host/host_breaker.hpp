@@ -1,9 +1,9 @@
 // A breaker shared by every process on a host: the host store.
 //
-// Every process that opens the same segment file (segment.hpp) with the same
+// Every process that opens the same segment file (host/segment_layout.hpp) with the same
 // configuration runs the one state machine (breaker.hpp) on one state block:
 //
-//   // dir: a checked store directory (store_files.hpp), by default
+//   // dir: a checked store directory (host/store_files.hpp), by default
 //   // /dev/shm/circuitbreaker-<euid>
 //   HostBreaker hb;
 //   HostBreaker::OpenResult r = hb.open(dir + "/cb-inventory", config, now);
@@ -32,7 +32,7 @@
 //   - Distrust. The segment is input that any process mapping it can write:
 //     the lock-free path checks the fields it copies, every locked operation
 //     checks the mutex, the control words and the state it is about to use
-//     (segment.hpp's SegmentLock), and no wait for the lock lasts longer
+//     (host/segment_layout.hpp's SegmentLock), and no wait for the lock lasts longer
 //     than lock_wait(). take_fault() then says Busy or Corrupt, and the
 //     caller reports that instead of the operation's result.
 //   - The clock. Every process reads the host's monotonic clock
@@ -42,7 +42,7 @@
 // with other rule arguments and names the first that differs. reconfigure()
 // is therefore not offered: every process would have to agree on the change.
 //
-// This header is not part of circuitbreaker.hpp (see segment.hpp).
+// This header is not part of circuitbreaker.hpp (see host/segment_layout.hpp).
 #ifndef CIRCUITBREAKER_HOST_BREAKER_HPP
 #define CIRCUITBREAKER_HOST_BREAKER_HPP
 
@@ -53,8 +53,9 @@
 #include <string>
 #include <string_view>
 
-#include "percent.hpp"
-#include "segment.hpp"
+#include "../percent.hpp"
+#include "segment_attach.hpp"
+#include "segment_mapping.hpp"
 
 namespace circuitbreaker {
 
@@ -106,7 +107,7 @@ class HostBreaker {
     // WrongConfig: that field's value as this process gave it and as the
     // segment's creator did (config_value_text()), for the message.
     std::string given_value, stored_value;
-    // The file or directory refused as not ours, and why (store_files.hpp);
+    // The file or directory refused as not ours, and why (host/store_files.hpp);
     // then `error` is 0 and `status` means nothing.
     StoreRefusal untrusted;
     bool ok() const noexcept {

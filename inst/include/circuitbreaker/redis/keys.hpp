@@ -1,0 +1,85 @@
+// Where a fleet store's breakers live in Redis: the store's specification
+// (FleetSpec) and the names of its keys and channel. Independent of hiredis.
+#ifndef CIRCUITBREAKER_REDIS_KEYS_HPP
+#define CIRCUITBREAKER_REDIS_KEYS_HPP
+
+#include <string>
+#include <vector>
+
+#include "../config.hpp"
+#include "../percent.hpp"
+#include "../types.hpp"
+#include "url.hpp"
+
+namespace circuitbreaker {
+
+struct FleetSpec {
+  RedisEndpoint endpoint;
+  std::string prefix;
+  Nanos sync_interval = 100 * kNanosPerMs;
+  Nanos timeout = 100 * kNanosPerMs;
+  Nanos clock_offset = 0;  // tests: this process's clock, skewed
+  std::int64_t key_ttl_ms = 24LL * 3600 * 1000;
+
+  // Processes that give the same spec share one FleetSync.
+  std::string identity() const {
+    return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
+           std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
+           endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
+           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset);
+  }
+  std::string channel() const;
+};
+
+// The key scheme (version 1). Every key of breaker `name` under `prefix` is
+//   cb1:{<prefix>:<name>}<suffix>
+// with prefix and name percent-encoded (percent.hpp: every byte but
+// [A-Za-z0-9_.-] as %XX), so that no ':' of either part can be taken for
+// the separator: (prefix, name) -> key is injective. The braces are a Redis
+// Cluster hash tag holding the whole identity and nothing else, and no '{'
+// comes before them, so that every key of a breaker (the hash, and the
+// suffixes ":w", ":b" and ":p:<slot>" of fleet/script.hpp) lands in one
+// slot. "cb1" is the format's version, outside the tag: a later format
+// (cb2) cannot read or clobber these keys, and `SCAN MATCH cb1:*` finds
+// every key of this one. A store's events channel follows the same scheme:
+//   cb1:{<prefix>}:events
+inline constexpr const char* kFleetKeyVersion = "cb1";
+
+inline std::string fleet_key(const std::string& prefix, const std::string& name) {
+  std::string out = kFleetKeyVersion;
+  out += ":{";
+  append_encoded_name(out, prefix);
+  out += ':';
+  append_encoded_name(out, name);
+  out += '}';
+  return out;
+}
+
+inline std::string fleet_channel(const std::string& prefix) {
+  std::string out = kFleetKeyVersion;
+  out += ":{";
+  append_encoded_name(out, prefix);
+  out += "}:events";
+  return out;
+}
+
+inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
+
+// Every key breaker `name` of `prefix` may have (fleet/script.hpp): its
+// hash, ":w" (the window), ":b" (the reports applied) and ":p:<slot>" for
+// every probe slot a breaker can have (kMaxHalfOpenCalls), so that removing
+// a breaker needs neither its half_open_max_calls nor a SCAN. They share one
+// hash tag, so one DEL removes them all (in Redis Cluster too).
+inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
+                                                   const std::string& name) {
+  const std::string key = fleet_key(prefix, name);
+  std::vector<std::string> out{key, key + ":w", key + ":b"};
+  for (std::uint32_t slot = 0; slot < kMaxHalfOpenCalls; ++slot) {
+    out.push_back(key + ":p:" + std::to_string(slot));
+  }
+  return out;
+}
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_REDIS_KEYS_HPP
