@@ -25,7 +25,7 @@ using cb::Rejection;
 using cb::Snapshot;
 using cb::State;
 
-static_assert(CIRCUITBREAKER_API_VERSION == 2);
+static_assert(CIRCUITBREAKER_API_VERSION >= 2);
 
 namespace {
 
