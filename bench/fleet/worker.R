@@ -16,7 +16,7 @@ store <- breaker_store_redis(cfg$url, prefix = cfg$prefix, sync_interval = cfg$s
                              timeout = cfg$timeout)
 # This script's path (Rscript passes it as --file=), to find bench/harness/.
 this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
-source(file.path(dirname(this_file), "..", "harness", "clock.R"))  # now()
+source(file.path(dirname(this_file), "..", "harness", "clock.R"))  # now(), the wall clock
 
 # Breakers by name: fleet-shared (the Redis store), or this process's own
 # (`shared = FALSE`), with `failure_threshold` and a recovery timeout long

@@ -1,7 +1,15 @@
 # How the benchmarks print times, ratios, counts and verdicts.
 
-# A time in nanoseconds: "812 ns", or "1.25 us" from 1 us.
-fmt <- function(ns) if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
+# A time in nanoseconds: "812 ns", "1.25 us" from 1 us, "1.25 ms" from 1 ms.
+fmt <- function(ns) {
+  if (ns >= 1e6) {
+    sprintf("%.2f ms", ns / 1e6)
+  } else if (ns >= 1000) {
+    sprintf("%.2f us", ns / 1000)
+  } else {
+    sprintf("%.0f ns", ns)
+  }
+}
 # A ratio: "1.07x" ("35x" from 100x).
 fmt_x <- function(x) if (max(x) >= 100) sprintf("%.0fx", x) else sprintf("%.2fx", x)
 # The range of `x`, each end formatted by `f`: "1.02x-1.09x".

@@ -4,8 +4,9 @@
 # than the installed package, so that a benchmark runs the same with any
 # version of the package installed. The file is found from this one's path
 # (source() keeps it in `ofile`): two folders up, then inst/redis/.
-source(local({
+redis_server_file <- local({
   frame <- Find(function(i) identical(sys.function(i), base::source), rev(seq_len(sys.nframe())))
   if (is.null(frame)) stop("source() bench/harness/redis.R from its file")
   file.path(dirname(get("ofile", envir = sys.frame(frame))), "..", "..", "inst", "redis", "redis-server.R")
-}), local = environment())
+})
+source(redis_server_file, local = environment())
