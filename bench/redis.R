@@ -10,7 +10,8 @@
 # The script starts its own redis-server on 127.0.0.1, on a random free port
 # (--save '' --appendonly no, a private --dir under tempdir()), checks that
 # the server answering is the one it started (INFO's process_id), and stops
-# it on exit, error included. No traffic goes anywhere else.
+# it on exit, error included: redis_server_start() (bench/harness/redis.R),
+# as the tests start theirs. No traffic goes anywhere else.
 #
 # 1. cb$execute(function() "ok") in CLOSED, in-process vs Redis store
 #    (breaker_store_redis(url, prefix, sync_interval = 0.1, timeout = 0.1)).
