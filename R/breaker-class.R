@@ -246,7 +246,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     on = function(event, callback) breaker_on(core, event, callback, call = rlang::current_call()),
     off = function(id) breaker_off(core, id, call = rlang::current_call()),
 
-    format = function(...) format_breaker(breaker_metrics(core), breaker_config(core)),
+    format = function(...) format_breaker(breaker_metrics(core), breaker_config(core), core_store(core)),
     print = function(...) {
       cat(self$format(), sep = "\n")
       invisible(self)
@@ -298,6 +298,10 @@ breaker_view <- function(core) {
   on.exit(view_pending$core <- NULL)
   CircuitBreaker$new()
 }
+
+# The core of a breaker's R6 object: the methods' shared enclosing
+# environment holds it (initialize() above).
+view_core <- function(view) view$.__enclos_env__$core
 
 # Hands a core to the next CircuitBreaker$new(): R6's new() passes only the
 # user's arguments to initialize().

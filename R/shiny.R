@@ -188,7 +188,7 @@ breaker_snapshot <- function(breaker, label) {
   list(
     label = label,
     name = if (is.na(m$name)) NA_character_ else m$name,
-    store = m$store,
+    badge = store_badge(core_store(view_core(breaker)), m),
     state = m$state,
     calls = m$calls,
     failures = m$failures,
@@ -276,8 +276,8 @@ card_info <- function(snap) {
     shiny::div(
       class = "cbdash-head",
       shiny::span(class = "cbdash-name", title = snap$label, snap$label),
-      if (identical(snap$store, "host")) {
-        shiny::span(class = "cbdash-store", title = "shared by every R process on this host", "host-shared")
+      if (!is.null(snap$badge)) {
+        shiny::span(class = "cbdash-store", title = snap$badge$tooltip, snap$badge$text)
       },
       shiny::span(
         class = paste0("cbdash-state cbdash-state-", snap$state),
