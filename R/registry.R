@@ -38,7 +38,12 @@ breaker_for <- function(x, ...) {
   key <- registry_key(x)
   found <- registry_get(key)
   if (!is.null(found)) return(breaker_view(found))
-  args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), list(...))
+  given <- list(...)
+  args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), given)
+  # modifyList() merges a list given into the default's list: a store given
+  # (a list) replaces the default's whole, since a merge of two stores would
+  # be neither.
+  for (arg in intersect(names(given), names(args))) args[arg] <- given[arg]
   args$name <- key
   do.call(circuit_breaker, args)
 }

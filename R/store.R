@@ -167,14 +167,14 @@ check_shared_name <- function(store, name, call) {
   invisible(name)
 }
 
-# Every error of a store: classes `circuit_breaker_store_<reason>`,
+# Every error of a store: classes `circuit_breaker_store_<.error>`,
 # `circuit_breaker_store_error` and `circuit_breaker_error`, with the
 # condition's fields in `...`. The bullets are interpolated in the caller's
 # frame, as if the caller had called cli_abort().
-abort_store <- function(reason, bullets, ..., call = NULL, .envir = rlang::caller_env()) {
+abort_store <- function(.error, .bullets, ..., call = NULL, .envir = rlang::caller_env()) {
   cli::cli_abort(
-    bullets,
-    class = c(paste0("circuit_breaker_store_", reason), "circuit_breaker_store_error",
+    .bullets,
+    class = c(paste0("circuit_breaker_store_", .error), "circuit_breaker_store_error",
               "circuit_breaker_error"),
     ...,
     call = call,
