@@ -11,6 +11,9 @@
 #'
 #' * its state, in colour: `CLOSED` green, `OPEN` red, `HALF_OPEN` amber,
 #'   `FORCED_OPEN` purple, `DISABLED` grey;
+#' * for a shared breaker, its store: `host-shared` ([breaker_store_host()])
+#'   or `fleet-shared` ([breaker_store_redis()]; the tooltip names the Redis
+#'   URL, without its password, the prefix and the mode, `fleet` or `local`);
 #' * the calls made per second, over the last 5 to 10 seconds (the current
 #'   5-second bucket of `$history()` and the one before);
 #' * a sparkline of the failure rate per 5-second bucket over the last five

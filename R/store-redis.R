@@ -290,13 +290,13 @@ store_format_lines.circuit_breaker_store_redis <- function(store, m) {
   }
 }
 
-# The masked URL (never the password) and the mode.
+# The tooltip names the masked URL (never the password) and the mode.
 #' @exportS3Method
 store_badge.circuit_breaker_store_redis <- function(store, m) {
-  mode <- if (identical(m$mode, "local")) "local (Redis unreachable: local rules)" else "fleet"
+  mode <- if (identical(m$mode, "local")) "local (Redis unreachable: local rules)" else m$mode
   list(text = "fleet-shared",
-       tooltip = paste0("shared by a fleet through Redis ", store$url, " (prefix \"", store$prefix,
-                        "\"); mode: ", mode))
+       tooltip = paste0("shared by a fleet through Redis ", store$url, ", prefix ", store$prefix,
+                        "; mode: ", mode))
 }
 
 #' @exportS3Method
