@@ -15,9 +15,10 @@
 #' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
 #'
 #' Listeners run after the C++ core has finished the call's bookkeeping and
-#' any transition it caused, in registration order. On a host-shared breaker
-#' ([breaker_store_host()]) `"state_change"` also reports transitions made by
-#' other processes: on this process's next call, and within about a second
+#' any transition it caused, in registration order. On a host- or
+#' fleet-shared breaker ([breaker_store_host()], [breaker_store_redis()])
+#' `"state_change"` also reports transitions made by other processes: on
+#' this process's next call, and within about a second
 #' while an event loop runs (plumber, Shiny: through `later`). A listener that signals an
 #' error does not change the breaker: the error becomes a warning of class
 #' `circuit_breaker_listener_error`.

@@ -67,7 +67,7 @@ breaker_prometheus <- function(breakers = NULL) {
   rows <- prom_rows(breakers, call = rlang::current_env())
   labels <- vapply(rows, function(r) r$label, character(1))
   lines <- character()
-  kinds <- vapply(rows, function(r) r$metrics$store %||% "process", character(1))
+  kinds <- vapply(rows, function(r) r$metrics$store %||% process_store$kind, character(1))
   # The families of a store (store_prometheus_families(), store.R) appear
   # only when a breaker of that store does, and list its breakers only.
   families <- prom_families
@@ -110,7 +110,7 @@ prom_families <- list(
                     "(shared by the host's processes, which all report the same host-wide counts)",
                     "or \"redis\" (shared by a fleet through Redis)."),
        label = "store",
-       samples = function(m) stats::setNames(1, m$store %||% "process")),
+       samples = function(m) stats::setNames(1, m$store %||% process_store$kind)),
   list(name = "circuitbreaker_state", type = "gauge",
        help = "Current state of the circuit breaker: 1 for the current state, 0 for the others.",
        label = "state",
