@@ -16,51 +16,51 @@ NULL
 #
 # Asked of the store a breaker was created with (core_store(), in
 # breaker-core.R). A method of each kind is required for:
-#   store_location(store, name, call)
+#   store_location(store, name, call):
 #       what cb_create() needs to make the breaker: NULL for a breaker of
 #       this process, else what the binding converts (a path, a list of
 #       connection details). A shared store checks the name first
 #       (check_shared_name()): it is how processes find each other.
-#   store_clock(store)
+#   store_clock(store):
 #       NULL when a breaker of the store may take a manual clock; else the
 #       words naming the clock that every process sharing it reads, for the
 #       error that refuses one (check_shared_clock(), breaker-clock.R).
-#   store_polls(store)
+#   store_polls(store):
 #       TRUE when another process may move the breaker, so that a breaker
 #       with listeners polls the shared transition log on the event loop
 #       (breaker-events.R).
 # Optional (the defaults here say "nothing to add"):
-#   store_link_news(store)
+#   store_link_news(store):
 #       tells, as a warning or message, news of the store's link to where
 #       the state lives (the fleet store: alone, rejoined). Asked where a
 #       call already goes through R: at a breaker's creation, by $metrics()
 #       and at each poll of a breaker with listeners.
-#   store_metrics(store, ptr)
+#   store_metrics(store, ptr):
 #       the fields the store adds to $metrics() (a named list).
-#   store_label(store, m)
+#   store_label(store, m):
 #       the words print() adds after the breaker's name, in parentheses
 #       ("host-shared"), from the breaker's metrics `m`; NULL for none.
-#   store_format_lines(store, m)
+#   store_format_lines(store, m):
 #       lines print() adds under the counts (character, maybe empty).
-#   store_badge(store, m)
+#   store_badge(store, m):
 #       the dashboard's badge on a breaker's card: list(text, tooltip), or
 #       NULL for none. Never a secret: it is shown to whoever sees the page.
-#   store_unlink(store, name, call)
+#   store_unlink(store, name, call):
 #       breaker_store_unlink(): removes breaker `name`'s shared state; TRUE
 #       when there was something to remove. The default refuses the store.
-#   format(store)
+#   format(store):
 #       print() of the store.
 #
 # Asked of the kind alone: a breaker's metrics (a row of breaker_list(), a
 # sample of the Prometheus metrics, a status object) carry the kind of its
 # store (`m$store`), not the store. These methods get store_of_kind(kind),
 # which has no field but `kind`, so they read none:
-#   store_metrics_na(store)
+#   store_metrics_na(store):
 #       the fields of store_metrics() as NA, for the rows of breakers of
 #       other stores in breaker_list() (registry.R).
-#   store_status_fields(store)
+#   store_status_fields(store):
 #       which of those fields the status routes show (web-answers.R).
-#   store_prometheus_families(store)
+#   store_prometheus_families(store):
 #       the Prometheus metric families of the store's breakers only, as in
 #       prometheus.R's prom_families; they appear when a breaker of the
 #       store does, and list only such breakers (prometheus.R).

@@ -380,7 +380,7 @@ test_that("in a headless browser, the task button fetches in an ExtendedTask and
 
 # ---- store badges -------------------------------------------------------------
 
-test_that("the dashboard badges a shared breaker by its store: host-shared, and fleet-shared with the mode and the masked URL", {
+test_that("the dashboard badges shared breakers: host-shared, and fleet-shared with the mode and masked URL", {
   host <- local_host_store()
   server <- local_redis_server(password = "badge-PW-secret")
   fleet <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.5)
