@@ -12,7 +12,13 @@ NULL
 # package needs to know about a store it asks through one of the generics
 # below, and each kind's methods live in its own file. No other file looks
 # at the kind, so that every store is shown and handled alike, and a new
-# store is one new file here (plus its core and binding).
+# store is one new file in R/ (plus its core and binding: the binding's
+# cb_store_kind() names the kind that a breaker's metrics carry).
+#
+# Each method has `#' @exportS3Method` so that roxygen registers it: a
+# generic that is not exported, called from outside the namespace (as
+# lapply(stores, store_metrics_na) does: lapply() is base's), finds only
+# registered methods.
 #
 # Asked of the store a breaker was created with (core_store(), in
 # breaker-core.R). A method of each kind is required for:
