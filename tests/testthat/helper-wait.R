@@ -12,10 +12,16 @@
 # returns that value. Bounded in time (`timeout` seconds) and in count
 # (`timeout / interval` calls, and one more); when both run out, an error of
 # class `wait_until_timeout` (a test that raises it fails) names `what`, or
-# the condition's code when `what` is NULL.
+# the condition's code when `what` is NULL. Self-contained (base R only), so
+# that child processes can have it: see child_wait_until().
 wait_until <- function(condition, timeout = 10, interval = 0.02, what = NULL) {
   stopifnot(is.function(condition), is.numeric(timeout), timeout >= 0,
             is.numeric(interval), interval > 0)
+  truthy <- function(value) {
+    if (is.null(value) || length(value) == 0L) return(FALSE)
+    if (is.logical(value)) return(isTRUE(value))
+    !(is.atomic(value) && length(value) == 1L && is.na(value))
+  }
   if (is.null(what)) what <- paste(trimws(deparse(body(condition))), collapse = " ")
   deadline <- Sys.time() + timeout
   tries <- 0L
@@ -23,7 +29,7 @@ wait_until <- function(condition, timeout = 10, interval = 0.02, what = NULL) {
   for (i in seq_len(ceiling(timeout / interval) + 1L)) {
     tries <- i
     value <- condition()
-    if (wait_truthy(value)) return(value)
+    if (truthy(value)) return(value)
     if (Sys.time() >= deadline) break
     Sys.sleep(interval)
   }
@@ -35,11 +41,14 @@ wait_until <- function(condition, timeout = 10, interval = 0.02, what = NULL) {
   )))
 }
 
-# Whether `value` ends a wait_until().
-wait_truthy <- function(value) {
-  if (is.null(value) || length(value) == 0L) return(FALSE)
-  if (is.logical(value)) return(isTRUE(value))
-  !(is.atomic(value) && length(value) == 1L && is.na(value))
+# wait_until() to give a child process (callr), in `extra`: the same
+# function, made to travel whole (with the global environment, not this
+# file's). In the child its timeout is an error, which the test sees when it
+# collects the child's result.
+child_wait_until <- function() {
+  f <- wait_until
+  environment(f) <- globalenv()
+  f
 }
 
 # --- Fleet breakers ---------------------------------------------------------

@@ -41,8 +41,7 @@ test_that("4 processes x 10,000 calls on one breaker give exact counts", {
     shared_child(store, "exact", args, function(cb, extra) {
       # Start together, so that the processes contend for the lock.
       file.create(extra$ready)
-      deadline <- Sys.time() + 30
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+      extra$wait_until(function() file.exists(extra$start), timeout = 30, interval = 0.01, what = "the start")
       for (j in 1:10000) {
         if (j %% 10L == 0L) {
           cb$execute(function() stop("down"), function() "fallback")
@@ -51,7 +50,7 @@ test_that("4 processes x 10,000 calls on one breaker give exact counts", {
         }
       }
       TRUE
-    }, extra = list(start = start, ready = ready))
+    }, extra = list(start = start, ready = ready, wait_until = child_wait_until()))
   })
   wait_until(function() all(file.exists(readies)), timeout = 30, what = "the 4 children to be ready")
   file.create(start)
@@ -78,8 +77,8 @@ test_that("racing processes after the open period admit exactly half_open_max_ca
   procs <- lapply(readies, function(ready) {
     shared_child(store, "race", args, function(cb, extra) {
       file.create(extra$ready)
-      deadline <- Sys.time() + 30
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.005)
+      extra$wait_until(function() file.exists(extra$start), timeout = 30, interval = 0.005, what = "the start")
+      deadline <- Sys.time() + 20
       # A probe sees HALF_OPEN from inside its request; it stays in flight
       # until every other process's call has returned (bounded: with more
       # probes than allowed, that never happens, and the count shows it).
@@ -90,7 +89,8 @@ test_that("racing processes after the open period admit exactly half_open_max_ca
       }, function() "rejected")
       file.create(file.path(extra$done, Sys.getpid()))
       answer
-    }, extra = list(start = start, ready = ready, done = done, others = 6 - 2))
+    }, extra = list(start = start, ready = ready, done = done, others = 6 - 2,
+                    wait_until = child_wait_until()))
   })
   wait_until(function() all(file.exists(readies)), timeout = 30, what = "the 6 children to be ready")
   wait_for_probe_time(cb)

@@ -60,12 +60,11 @@ test_that("processes on one breaker give exact fleet counts", {
     # is freed.
     syncs <- function() circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$syncs
     done <- syncs()
-    deadline <- Sys.time() + 20
-    while (syncs() < done + 2 && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() syncs() >= done + 2, timeout = 20, what = "two syncs")
     cb$metrics()[c("calls", "failures", "mode")]
   }
   args <- fleet_args(failure_threshold = 1e6)
-  procs <- lapply(1:3, function(i) fleet_child(server$url, "counts", args, body, list(n = 300 * i)))
+  procs <- lapply(1:3, function(i) fleet_child(server$url, "counts", args, body, list(n = 300 * i, wait_until = child_wait_until())))
   res <- collect_children(procs)
   expect_equal(vapply(res, function(r) r$calls, 0), c(300, 600, 900))
   expect_true(all(vapply(res, function(r) r$mode, "") == "fleet"))
@@ -85,23 +84,22 @@ test_that("a trip in one process opens the breaker in every process", {
     heard <- character()
     cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
     file.create(extra$ready)
-    deadline <- Sys.time() + 20
-    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
     res <- cb$execute(function() "ok", function() "rejected")
     list(result = res, state = cb$state, heard = heard)
   }
   ready <- tempfile()
-  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready))
+  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready, wait_until = child_wait_until()))
   expect_true(wait_for_file(ready))
   # Two failures here, three in a second process: five across the fleet.
   for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
   other <- fleet_child(server$url, "trip", fleet_args(), function(cb, extra) {
     for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
     # Until the fleet's trip (its 5th failure is one of these) reaches this copy.
-    deadline <- Sys.time() + 20
-    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
-    cb$state
-  })
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
+  }, list(wait_until = child_wait_until()))
   res <- collect_children(list(child, other))
   expect_identical(res[[1]]$result, "rejected")
   expect_identical(res[[1]]$state, "OPEN")
@@ -123,7 +121,8 @@ test_that("exactly half_open_max_calls probes go out across the fleet", {
     racer <- function(cb, extra) {
       file.create(extra$ready)
       deadline <- Sys.time() + 20
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+      extra$wait_until(function() file.exists(extra$start), timeout = 20, interval = 0.01, what = "the start")
+      # To the instant (a wait for a time, not for a condition).
       at <- as.numeric(readLines(extra$start))
       while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
       probed <- FALSE
@@ -142,7 +141,9 @@ test_that("exactly half_open_max_calls probes go out across the fleet", {
     # A generous timeout: a lease that times out is a probe on local rules
     # (by design), which is not what this test is about.
     procs <- lapply(readies, function(r) {
-      fleet_child(server$url, name, args, racer, list(ready = r, start = start_file, done = done, others = 5 - hom),
+      fleet_child(server$url, name, args, racer,
+                  list(ready = r, start = start_file, done = done, others = 5 - hom,
+                       wait_until = child_wait_until()),
                   timeout = 2)
     })
     expect_true(all(vapply(readies, wait_for_file, TRUE)))
@@ -178,8 +179,7 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
     # is in the fleet, and has the fleet's state.
     syncs <- function() circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$syncs
     done <- syncs()
-    deadline <- Sys.time() + 20
-    while (syncs() < done + 2 && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() syncs() >= done + 2, timeout = 20, what = "two syncs")
     file.create(extra$ready)
     # No calls: only the event loop runs.
     deadline <- Sys.time() + 20
@@ -190,7 +190,7 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
   done <- tempfile()
   heard_file <- tempfile()
   child <- fleet_child(server$url, "manual", fleet_args(), listener,
-                       list(ready = ready, done = done, heard = heard_file))
+                       list(ready = ready, done = done, heard = heard_file, wait_until = child_wait_until()))
   expect_true(wait_for_file(ready))
   # Each change waits until the child has heard the one before: a child
   # slowed down by a busy machine could otherwise sync only after two
@@ -319,19 +319,16 @@ test_that("the probe lease of a process killed while probing expires", {
   expect_true(wait_until(function() identical(server$fleet("lease", "s"), 1)))
   started <- tempfile()
   prober <- function(cb, extra) {
-    # Until its copy has the fleet's OPEN state and the open period is over.
-    deadline <- Sys.time() + 20
-    repeat {
+    extra$wait_until(function() {
       m <- cb$metrics()
-      if ((identical(m$state, "OPEN") && m$seconds_until_probe <= 0) || Sys.time() > deadline) break
-      Sys.sleep(0.01)
-    }
+      identical(m$state, "OPEN") && m$seconds_until_probe <= 0
+    }, timeout = 20, what = "the fleet's OPEN state, and the end of its open period")
     cb$execute(function() {
       file.create(extra$started)
       Sys.sleep(60)  # a probe in flight until the test kills it
     }, function() "rejected")
   }
-  child <- fleet_child(server$url, "lease", args, prober, list(started = started))
+  child <- fleet_child(server$url, "lease", args, prober, list(started = started, wait_until = child_wait_until()))
   on.exit(if (child$is_alive()) child$kill(), add = TRUE)
   expect_true(wait_for_file(started))
   lease_key <- paste0(fleet_key_of("circuitbreaker", "lease"), ":p:0")
@@ -352,31 +349,31 @@ test_that("clocks skewed by 30 s either way change nothing", {
   args <- fleet_args(failure_threshold = 2, recovery_timeout = 2)
   tripper <- function(cb, extra) {
     for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
-    # Until the fleet has heard both failures (it opened on them).
-    deadline <- Sys.time() + 20
-    while (!isTRUE(cb$metrics()$fleet_failures >= 2) && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() isTRUE(cb$metrics()$fleet_failures >= 2), timeout = 20,
+                     what = "the fleet to hear both failures (it opens on them)")
     cb$metrics()[c("state", "seconds_until_probe")]
   }
   # It makes no call until its copy says OPEN: a success here would end the
   # fleet's run of failures (failure_threshold counts the whole fleet).
   observer <- function(cb, extra) {
     file.create(extra$ready)
-    deadline <- Sys.time() + 20
-    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
     open <- cb$metrics()[c("state", "seconds_until_probe")]
     # After the open period, one probe closes the fleet.
-    while (!identical(cb$state, "CLOSED") && Sys.time() < deadline) {
+    extra$wait_until(function() {
       cb$execute(function() "ok", function() "rejected")
-      Sys.sleep(0.05)
-    }
+      identical(cb$state, "CLOSED")
+    }, timeout = 20, interval = 0.05, what = "a probe to close the fleet")
     list(open = open, final = cb$state)
   }
   ready <- tempfile()
-  watch <- fleet_child(server$url, "skew", args, observer, list(ready = ready),
+  watch <- fleet_child(server$url, "skew", args, observer, list(ready = ready, wait_until = child_wait_until()),
                        env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "-30"))
   # The observer is in the fleet before the trip.
   wait_for_file(ready)
-  trip <- fleet_child(server$url, "skew", args, tripper, env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "30"))
+  trip <- fleet_child(server$url, "skew", args, tripper, list(wait_until = child_wait_until()),
+                      env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "30"))
   res <- collect_children(list(trip, watch))
   expect_identical(res[[1]]$state, "OPEN")
   expect_identical(res[[2]]$open$state, "OPEN")
