@@ -22,15 +22,17 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
     file.create(extra$ready)
     deadline <- Sys.time() + 30
     # Idle meanwhile (no call); says when its copy has the fleet's OPEN state.
-    while (!file.exists(extra$start) && Sys.time() < deadline) {
+    extra$wait_until(function() {
       if (!file.exists(extra$open) && identical(cb$state, "OPEN")) file.create(extra$open)
-      Sys.sleep(0.01)
-    }
+      file.exists(extra$start)
+    }, timeout = 30, interval = 0.01, what = "the start")
+    # To the instant (a wait for a time, not for a condition).
     at <- as.numeric(readLines(extra$start))
     while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
     # A link that is down (a restart) comes back within a second or so; a
     # probe sent meanwhile would rightly go on local rules.
-    while (!identical(cb$metrics()$mode, "fleet") && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() identical(cb$metrics()$mode, "fleet"), timeout = 20, interval = 0.01,
+                     what = "the link to be up")
     mode <- cb$metrics()$mode
     # A probe stays in flight until every other racer's call has returned
     # (bounded: with more probes than allowed, that never happens, and the
@@ -42,9 +44,8 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
     }, function() "rejected")
     file.create(file.path(extra$done, Sys.getpid()))
     # Like a long-lived worker, stay until the fleet's close reaches this
-    # copy (bounded).
-    closing <- Sys.time() + 10
-    while (!identical(cb$state, "CLOSED") && Sys.time() < closing) Sys.sleep(0.02)
+    # copy.
+    extra$wait_until(function() identical(cb$state, "CLOSED"), timeout = 10, what = "the fleet's close")
     list(result = res, mode = mode, state = cb$state)
   }
   # A generous timeout: a lease that timed out on a slow machine would be a
@@ -52,7 +53,7 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
   procs <- lapply(readies, function(r) {
     fleet_child(server$url, name, args, racer,
                 list(ready = r, open = paste0(r, "-open"), start = start_file, counter = counter,
-                     done = done, others = n - 1),
+                     done = done, others = n - 1, wait_until = child_wait_until()),
                 timeout = 1)
   })
   withr::defer(for (p in procs) if (p$is_alive()) p$kill(), envir = env)
