@@ -64,7 +64,9 @@ test_that("processes on one breaker give exact fleet counts", {
     cb$metrics()[c("calls", "failures", "mode")]
   }
   args <- fleet_args(failure_threshold = 1e6)
-  procs <- lapply(1:3, function(i) fleet_child(server$url, "counts", args, body, list(n = 300 * i, wait_until = child_wait_until())))
+  procs <- lapply(1:3, function(i) {
+    fleet_child(server$url, "counts", args, body, list(n = 300 * i, wait_until = child_wait_until()))
+  })
   res <- collect_children(procs)
   expect_equal(vapply(res, function(r) r$calls, 0), c(300, 600, 900))
   expect_true(all(vapply(res, function(r) r$mode, "") == "fleet"))
