@@ -444,17 +444,6 @@ job_reset <- function(ctx, a) {
   cb$metrics()
 }
 
-# Waits (at most `seconds`) until `cond()` is TRUE; returns its last value.
-wait_until <- function(cond, seconds = 10) {
-  deadline <- Sys.time() + seconds
-  for (i in seq_len(ceiling(seconds / 0.05) + 1L)) {
-    ok <- isTRUE(cond())
-    if (ok || Sys.time() > deadline) break
-    Sys.sleep(0.05)
-  }
-  ok
-}
-
 # --- The scenarios ----------------------------------------------------------
 
 test_that("a trip on host a is seen on host b", {
@@ -514,11 +503,12 @@ test_that("a host cut off from Redis runs on local rules, then rejoins and its c
   # Meanwhile the fleet moves on without b: a trips it, then resets it.
   ra2 <- fleet_job(wa, job_calls, list(name = name, n = 5, fail = TRUE))
   expect_identical(ra2$metrics$state, "OPEN")
-  expect_true(wait_until(function() identical(fleet_field(net, name, "s"), 1)))
+  # (Each look runs redis-cli in the namespace: every 50 ms is enough.)
+  expect_true(wait_until(function() identical(fleet_field(net, name, "s"), 1), interval = 0.05))
   fleet_job(wa, job_reset, list(name = name))
   expect_true(wait_until(function() {
     identical(fleet_field(net, name, "s"), 0) && fleet_field(net, name, "g") >= generation + 2
-  }))
+  }, interval = 0.05))
   ra3 <- fleet_job(wa, job_calls, list(name = name, n = 7))
   expect_identical(ra3$did, rep("ran", 7))
   # b is still cut off, and still open on its own.
@@ -547,7 +537,8 @@ test_that("a host cut off from Redis runs on local rules, then rejoins and its c
   expect_equal(ma$calls, made)
   expect_equal(mb$calls, sum(c(rb1$did, rb2$did, rb3$did, rb4$did, rb7$did) == "ran") + rb6$calls)
   expect_gt(length(rb2$did), 0)
-  expect_true(wait_until(function() identical(fleet_field(net, name, "tc"), ma$calls + mb$calls)))
+  expect_true(wait_until(function() identical(fleet_field(net, name, "tc"), ma$calls + mb$calls),
+                         interval = 0.05))
   expect_identical(fleet_field(net, name, "tc"), ma$calls + mb$calls)
   expect_identical(fleet_field(net, name, "tf"), ma$failures + mb$failures)
   expect_identical(fleet_field(net, name, "tr"), ma$rejected + mb$rejected)
