@@ -100,18 +100,8 @@ fleet_child <- function(url, name, args, body, extra = list(), env = character()
   )
 }
 
-# Polls `condition()` every 20 ms until it is TRUE, for at most `timeout`
-# seconds; returns its last value (a test asserts it).
-wait_until <- function(condition, timeout = 10) {
-  deadline <- Sys.time() + timeout
-  repeat {
-    ok <- isTRUE(condition())
-    if (ok || Sys.time() > deadline) return(ok)
-    Sys.sleep(0.02)
-  }
-}
-
-# Waits until file `path` exists (a child's "I am ready"), at most `timeout`.
+# Waits until file `path` exists (a child's "I am ready"), at most `timeout`
+# (helper-wait.R's wait_until(): a timeout fails the test).
 wait_for_file <- function(path, timeout = 20) wait_until(function() file.exists(path), timeout)
 
 # Runs `code` without the notices of a fleet store that is alone or rejoins
