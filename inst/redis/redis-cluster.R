@@ -115,7 +115,7 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
     for (port in alive()) if (identical(self$role(port), "master") && serves(port, slot)) return(port)
     NA_integer_
   }
-  self$master_of <- function(key) owner(as.integer(redis_cli(ports[[1]], c("CLUSTER", "KEYSLOT", key))))
+  self$master_of <- function(key) owner(as.integer(redis_cli(alive()[[1]], c("CLUSTER", "KEYSLOT", key))))
   self$kill <- function(port) server_of(port)$stop()
   self$stop <- function() {
     for (s in servers) s$stop()

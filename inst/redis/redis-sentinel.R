@@ -27,7 +27,8 @@
 # * `pid_file`: every PID is appended to it (redis_server_start()).
 #
 # The sentinels' configuration files hold the passwords, and are written
-# readable by their owner only.
+# readable by their owner only (also when a sentinel rewrites its file: it
+# starts with umask 077).
 #
 # The result (an environment) has:
 # * `master`, `replica`: their redis_server_start() results (the ports as
@@ -51,7 +52,8 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
                                  master_name = "mymaster", password = NULL, sentinel_password = NULL,
                                  timeout = 30, pid_file = Sys.getenv("CB_REDIS_PIDFILE")) {
   stopifnot(dir.exists(dir), sentinels >= 1, quorum >= 1, quorum <= sentinels,
-            grepl("^[A-Za-z0-9_.-]+$", master_name), requireNamespace("processx", quietly = TRUE))
+            grepl("^[A-Za-z0-9_.-]+$", master_name), !grepl("[\r\n]", c(password, sentinel_password)),
+            requireNamespace("processx", quietly = TRUE))
   server_bin <- Sys.which("redis-server")
   if (!nzchar(server_bin)) stop("redis-server is not installed")
   t0 <- Sys.time()
@@ -85,18 +87,24 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
   # what it learns there), named first on its command line: the server is
   # started through sh, which execs it with the file before the arguments
   # that redis_server_start() gives.
+  # Values in the file are quoted as Redis reads them ("..." with \" and \\).
+  quote_conf <- function(x) paste0('"', gsub("([\"\\\\])", "\\\\\\1", x), '"')
   sentinel_conf <- function(path) {
     lines <- c(sprintf("sentinel monitor %s 127.0.0.1 %d %d", master_name, master$port, as.integer(quorum)),
                sprintf("sentinel down-after-milliseconds %s %d", master_name, as.integer(down_after)),
                sprintf("sentinel failover-timeout %s %d", master_name, as.integer(failover_timeout)),
                sprintf("sentinel parallel-syncs %s 1", master_name),
-               if (!is.null(password)) sprintf("sentinel auth-pass %s %s", master_name, password),
-               if (!is.null(sentinel_password)) sprintf("sentinel sentinel-pass %s", sentinel_password))
+               if (!is.null(password)) sprintf("sentinel auth-pass %s %s", master_name, quote_conf(password)),
+               if (!is.null(sentinel_password)) sprintf("sentinel sentinel-pass %s", quote_conf(sentinel_password)))
     file.create(path)
     Sys.chmod(path, "0600")
     writeLines(lines, path)
     path
   }
+  # A sentinel rewrites its file (a new file renamed over the old one) with
+  # the permissions its umask allows: 077, so that it stays the owner's.
+  old_umask <- Sys.umask("077")
+  on.exit(Sys.umask(old_umask), add = TRUE)
   sentinel_list <- list()
   for (i in seq_len(sentinels)) {
     sdir <- node_dir(sprintf("sentinel%d", i))
@@ -107,6 +115,7 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
     )
     started[[sprintf("sentinel%d", i)]] <- sentinel_list[[i]]
   }
+  Sys.umask(old_umask)
   t1 <- Sys.time()
 
   self <- new.env(parent = emptyenv())
