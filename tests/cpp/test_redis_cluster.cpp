@@ -152,7 +152,7 @@ TEST_CASE("key slots: CRC16 and the hash tag rule, as Redis computes them",
       {"bar", 5061},
       {"{user1000}.following", 3443},
       {"{user1000}.followers", 3443},
-      {"foo{}{bar}", 8363},  // the first tag is empty: the whole key
+      {"foo{}{bar}", 8363},     // the first tag is empty: the whole key
       {"foo{{bar}}zap", 4015},  // the tag is "{bar"
       {"{bar", 4015},
       {"{}", 15257},
@@ -173,15 +173,16 @@ TEST_CASE("key slots: CRC16 and the hash tag rule, as Redis computes them",
   CHECK(cb::cluster_hash_part("x{tag}y{other}") == "tag");
 }
 
-TEST_CASE("key slots: every key of a fleet breaker lands in one slot", "[redis-cluster]") {
+TEST_CASE("key slots: every key of a fleet breaker lands in one slot",
+          "[redis-cluster]") {
   // Redis answered 3188 for all of these (CLUSTER KEYSLOT).
   CHECK(cb::cluster_key_slot(cb::fleet_key("circuitbreaker", "api")) == 3188);
   CHECK(cb::cluster_key_slot("cb1:{circuitbreaker:api}:p:3") == 3188);
 
   const std::vector<std::string> prefixes{"circuitbreaker", "", "a:b", "{x}", "}{", "é"};
-  const std::vector<std::string> names{"api",     "",      "with space", "{tag}",
-                                       "a}b{c}", "日本", std::string("\0\xff", 2),
-                                       "x:w",     "%41"};
+  const std::vector<std::string> names{
+      "api", "",   "with space", "{tag}", "a}b{c}", "日本", std::string("\0\xff", 2),
+      "x:w", "%41"};
   std::set<int> slots_seen;
   for (const std::string& prefix : prefixes) {
     for (const std::string& name : names) {
@@ -229,11 +230,29 @@ TEST_CASE("node addresses: host:port, IPv6, and what is refused", "[redis-cluste
   CHECK(a.host.empty());
   CHECK(a.port == 7000);
 
-  for (const char* bad :
-       {"", ":", "host", "host:", ":7000", "host:0", "host:65536", "host:07000", "host:+1",
-        "host:-1", "host:1 ", " host:1", "ho st:1", "host\n:1", "[::1:7000", "[]:7000",
-        "[name]:7000", "::1]:7000", "[::1]x:7000", "?:7000", "host:123456", "h/x:1",
-        "h{x}:1"}) {
+  for (const char* bad : {"",
+                          ":",
+                          "host",
+                          "host:",
+                          ":7000",
+                          "host:0",
+                          "host:65536",
+                          "host:07000",
+                          "host:+1",
+                          "host:-1",
+                          "host:1 ",
+                          " host:1",
+                          "ho st:1",
+                          "host\n:1",
+                          "[::1:7000",
+                          "[]:7000",
+                          "[name]:7000",
+                          "::1]:7000",
+                          "[::1]x:7000",
+                          "?:7000",
+                          "host:123456",
+                          "h/x:1",
+                          "h{x}:1"}) {
     INFO("'" << bad << "'");
     CHECK(cb::parse_node_address(bad, a) != nullptr);
     CHECK(a.host.empty());
@@ -277,15 +296,42 @@ TEST_CASE("redirects: MOVED and ASK, good and malformed", "[redis-cluster]") {
   REQUIRE(cb::parse_cluster_redirect("MOVED 12182 127.0.0.1:23103", r) == nullptr);
   CHECK(r.slot == cb::cluster_key_slot("foo"));
 
-  for (const char* bad :
-       {"", "-", "MOVED", "MOVED ", "MOVED 1", "MOVED 1 ", "MOVED  1 a:1", "MOVED 1  a:1",
-        "MOVED 16384 a:1", "MOVED 99999 a:1", "MOVED 123456 a:1", "MOVED -1 a:1",
-        "MOVED +1 a:1", "MOVED 01 a:1", "MOVED 1 a:0", "MOVED 1 a:65536", "MOVED 1 a",
-        "MOVED 1 a:1 ", "MOVED 1 a:1\r\n", "MOVED 1 a b:1", "moved 1 a:1", "MOVED\t1 a:1",
-        "MOVED 1 [::1:7000", "MOVED 1 []:7000", "MOVED 1 ?:7000", "ASK 1 a:+1",
-        "ASK 1 a:01", "ASK x a:1", "ASKING 1 a:1", "MOVEDX 1 a:1", "ERR unknown command",
-        "CROSSSLOT Keys in request don't hash to the same slot", "MOVED 1 :", "MOVED 1.5 a:1",
-        "--MOVED 1 a:1", " MOVED 1 a:1"}) {
+  for (const char* bad : {"",
+                          "-",
+                          "MOVED",
+                          "MOVED ",
+                          "MOVED 1",
+                          "MOVED 1 ",
+                          "MOVED  1 a:1",
+                          "MOVED 1  a:1",
+                          "MOVED 16384 a:1",
+                          "MOVED 99999 a:1",
+                          "MOVED 123456 a:1",
+                          "MOVED -1 a:1",
+                          "MOVED +1 a:1",
+                          "MOVED 01 a:1",
+                          "MOVED 1 a:0",
+                          "MOVED 1 a:65536",
+                          "MOVED 1 a",
+                          "MOVED 1 a:1 ",
+                          "MOVED 1 a:1\r\n",
+                          "MOVED 1 a b:1",
+                          "moved 1 a:1",
+                          "MOVED\t1 a:1",
+                          "MOVED 1 [::1:7000",
+                          "MOVED 1 []:7000",
+                          "MOVED 1 ?:7000",
+                          "ASK 1 a:+1",
+                          "ASK 1 a:01",
+                          "ASK x a:1",
+                          "ASKING 1 a:1",
+                          "MOVEDX 1 a:1",
+                          "ERR unknown command",
+                          "CROSSSLOT Keys in request don't hash to the same slot",
+                          "MOVED 1 :",
+                          "MOVED 1.5 a:1",
+                          "--MOVED 1 a:1",
+                          " MOVED 1 a:1"}) {
     INFO("'" << bad << "'");
     CHECK(cb::parse_cluster_redirect(bad, r) != nullptr);
     CHECK(r.slot == 0);
@@ -295,13 +341,15 @@ TEST_CASE("redirects: MOVED and ASK, good and malformed", "[redis-cluster]") {
 
   CHECK(cb::cluster_error_kind("MOVED 1 a:1") == cb::ClusterError::kMoved);
   CHECK(cb::cluster_error_kind("-ASK 1 a:1") == cb::ClusterError::kAsk);
-  CHECK(cb::cluster_error_kind("TRYAGAIN Multiple keys request during rehashing of slot") ==
-        cb::ClusterError::kTryAgain);
+  CHECK(
+      cb::cluster_error_kind("TRYAGAIN Multiple keys request during rehashing of slot") ==
+      cb::ClusterError::kTryAgain);
   CHECK(cb::cluster_error_kind("CLUSTERDOWN The cluster is down") ==
         cb::ClusterError::kClusterDown);
   CHECK(cb::cluster_error_kind("READONLY You can't write against a read only replica.") ==
         cb::ClusterError::kReadOnly);
-  CHECK(cb::cluster_error_kind("NOSCRIPT No matching script") == cb::ClusterError::kOther);
+  CHECK(cb::cluster_error_kind("NOSCRIPT No matching script") ==
+        cb::ClusterError::kOther);
   CHECK(cb::cluster_error_kind("") == cb::ClusterError::kOther);
 }
 
@@ -309,8 +357,8 @@ TEST_CASE("slot map: lookups at range edges, gaps, overlaps", "[redis-cluster]")
   const cb::ClusterSlotMap map = three_masters();
   CHECK(map.complete());
   CHECK(map.masters() == 3);
-  const std::vector<std::pair<int, int>> edges{{0, 7000},     {5460, 7000},  {5461, 7001},
-                                               {10922, 7001}, {10923, 7002}, {16383, 7002}};
+  const std::vector<std::pair<int, int>> edges{
+      {0, 7000}, {5460, 7000}, {5461, 7001}, {10922, 7001}, {10923, 7002}, {16383, 7002}};
   for (const auto& [slot, port] : edges) {
     INFO("slot " << slot);
     const cb::RedisNodeAddress* m = map.master_of_slot(static_cast<std::uint16_t>(slot));
@@ -349,12 +397,11 @@ TEST_CASE("slot map: lookups at range edges, gaps, overlaps", "[redis-cluster]")
   // Refused, and the map given is left as it was.
   cb::ClusterSlotMap kept = three_masters();
   using R = std::vector<cb::ClusterSlotRange>;
-  for (const R& bad : {R{{0, 10, addr("h", 1), "", {}}, {10, 20, addr("h", 2), "", {}}},
-                       R{{5, 4, addr("h", 1), "", {}}},
-                       R{{0, 16384, addr("h", 1), "", {}}},
-                       R{{0, 1, addr("", 1), "", {}}},
-                       R{{0, 1, addr("h", 0), "", {}}},
-                       R{{0, 1, addr("h", 1), "", {addr("bad host", 2)}}}}) {
+  for (const R& bad :
+       {R{{0, 10, addr("h", 1), "", {}}, {10, 20, addr("h", 2), "", {}}},
+        R{{5, 4, addr("h", 1), "", {}}}, R{{0, 16384, addr("h", 1), "", {}}},
+        R{{0, 1, addr("", 1), "", {}}}, R{{0, 1, addr("h", 0), "", {}}},
+        R{{0, 1, addr("h", 1), "", {addr("bad host", 2)}}}}) {
     CHECK(cb::ClusterSlotMap::build(bad, kept) != nullptr);
     CHECK(kept.complete());
     CHECK(kept.master_of_slot(0)->port == 7000);
@@ -364,10 +411,11 @@ TEST_CASE("slot map: lookups at range edges, gaps, overlaps", "[redis-cluster]")
 TEST_CASE("slot map: a CLUSTER SLOTS reply", "[redis-cluster]") {
   std::vector<cb::ClusterSlotRange> ranges;
   const V reply = V::of_array({
-      slots_entry(0, 8000, {slots_node(V::of_string("10.0.0.1"), 7000, "id-a"),
-                            slots_node(V::of_string("10.0.0.4"), 7003),
-                            slots_node(V::of_string("?"), 7006)}),  // unreachable: left out
-      slots_entry(8001, 16383, {slots_node(V::nil(), 7001)}),       // unknown endpoint
+      slots_entry(0, 8000,
+                  {slots_node(V::of_string("10.0.0.1"), 7000, "id-a"),
+                   slots_node(V::of_string("10.0.0.4"), 7003),
+                   slots_node(V::of_string("?"), 7006)}),      // unreachable: left out
+      slots_entry(8001, 16383, {slots_node(V::nil(), 7001)}),  // unknown endpoint
   });
   REQUIRE(cb::parse_cluster_slots(reply, kAsked, ranges) == nullptr);
   REQUIRE(ranges.size() == 2);
@@ -383,8 +431,9 @@ TEST_CASE("slot map: a CLUSTER SLOTS reply", "[redis-cluster]") {
   // Extra elements (Redis 7's metadata map) are ignored.
   const V with_meta = V::of_array({slots_entry(
       0, 16383,
-      {V::of_array({V::of_string("h"), V::of_integer(1), V::of_string("id"),
-                    V::of_array({V::of_string("hostname"), V::of_string("h.example")})})})});
+      {V::of_array(
+          {V::of_string("h"), V::of_integer(1), V::of_string("id"),
+           V::of_array({V::of_string("hostname"), V::of_string("h.example")})})})});
   CHECK(cb::parse_cluster_slots(with_meta, kAsked, ranges) == nullptr);
 
   const std::vector<V> bad{
@@ -401,11 +450,14 @@ TEST_CASE("slot map: a CLUSTER SLOTS reply", "[redis-cluster]") {
       V::of_array({slots_entry(0, 5, {slots_node(V::of_string("a b"), 1)})}),
       V::of_array({slots_entry(0, 5, {slots_node(V::of_integer(3), 1)})}),
       V::of_array({slots_entry(0, 5, {V::of_array({V::of_string("h")})})}),
-      V::of_array({slots_entry(0, 5, {V::of_array({V::of_string("h"), V::of_string("1")})})}),
-      V::of_array({slots_entry(0, 5, {slots_node(V::of_string("h"), 1),
-                                      slots_node(V::of_string("bad\nhost"), 2)})}),
-      V::of_array({slots_entry(0, 5, {V::of_array({V::of_string("h"), V::of_integer(1),
-                                                   V::of_integer(5)})})}),  // id not a string
+      V::of_array(
+          {slots_entry(0, 5, {V::of_array({V::of_string("h"), V::of_string("1")})})}),
+      V::of_array({slots_entry(
+          0, 5,
+          {slots_node(V::of_string("h"), 1), slots_node(V::of_string("bad\nhost"), 2)})}),
+      V::of_array({slots_entry(0, 5,
+                               {V::of_array({V::of_string("h"), V::of_integer(1),
+                                             V::of_integer(5)})})}),  // id not a string
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     INFO("bad reply " << i);
@@ -465,8 +517,8 @@ TEST_CASE("slot map: a CLUSTER SHARDS reply, also after a failover", "[redis-clu
       V::of_array({shards_entry({0, 5}, {shards_node("?", 1, "master", "online")})}),
       V::of_array({shards_entry({0, 5}, {shards_node("a b", 1, "master", "online")})}),
       V::of_array({shards_entry({0, 5}, {shards_node("h", 0, "master", "online")})}),
-      V::of_array({shards_entry({0, 5}, {V::of_array({V::of_string("role"),
-                                                      V::of_string("master")})})}),
+      V::of_array({shards_entry(
+          {0, 5}, {V::of_array({V::of_string("role"), V::of_string("master")})})}),
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     INFO("bad reply " << i);
@@ -519,7 +571,8 @@ TEST_CASE("slot map: the replies of a real Redis 7.0 cluster, read by hiredis",
 TEST_CASE("routing: keys grouped by slot and by node", "[redis-cluster]") {
   const cb::ClusterSlotMap map = three_masters();
   std::vector<std::string> keys;
-  for (int i = 0; i < 300; ++i) keys.push_back(cb::fleet_key("app", "dep-" + std::to_string(i)));
+  for (int i = 0; i < 300; ++i)
+    keys.push_back(cb::fleet_key("app", "dep-" + std::to_string(i)));
   keys.push_back(cb::fleet_key("app", "dep-7") + ":w");  // same breaker, same slot
 
   const cb::ClusterRoute route = cb::route_keys(map, keys);
@@ -631,7 +684,8 @@ TEST_CASE("slot map: moving every slot away and back never grows the shards",
   cb::ClusterSlotMap map = three_masters();
   for (int round = 0; round < 3; ++round) {
     for (int slot = 0; slot < cb::kClusterSlots; ++slot) {
-      REQUIRE(map.assign(static_cast<std::uint16_t>(slot), addr("10.1.0.1", 7000 + round)));
+      REQUIRE(
+          map.assign(static_cast<std::uint16_t>(slot), addr("10.1.0.1", 7000 + round)));
     }
     CHECK(map.masters() == 1);
     CHECK(map.complete());
@@ -692,15 +746,18 @@ TEST_CASE("parsers: random and mutated inputs never crash", "[redis-cluster]") {
       case 1: return V::of_integer(static_cast<long long>(rng() % 20000) - 100);
       case 2: {
         static const std::vector<std::string> words{
-            "slots", "nodes", "port", "ip", "endpoint", "role", "master", "replica",
-            "health", "online", "failed", "id", "", "?", "127.0.0.1", "::1", "a b"};
+            "slots",  "nodes",   "port",      "ip",     "endpoint", "role",
+            "master", "replica", "health",    "online", "failed",   "id",
+            "",       "?",       "127.0.0.1", "::1",    "a b"};
         return V::of_string(words[rng() % words.size()]);
       }
       case 3: return V::of_error("ERR x");
       default: {
         std::vector<V> items;
-        for (std::size_t k = 0, n = rng() % 8; k < n; ++k) items.push_back(tree(depth + 1));
-        return (rng() % 4 == 0) ? V::of_map(std::move(items)) : V::of_array(std::move(items));
+        for (std::size_t k = 0, n = rng() % 8; k < n; ++k)
+          items.push_back(tree(depth + 1));
+        return (rng() % 4 == 0) ? V::of_map(std::move(items))
+                                : V::of_array(std::move(items));
       }
     }
   };
@@ -733,7 +790,8 @@ TEST_CASE("parsers: random and mutated inputs never crash", "[redis-cluster]") {
   for (int i = 0; i < 3000; ++i) {
     std::string bytes = replies[static_cast<std::size_t>(i) % 2];
     for (int m = 0, n = 1 + static_cast<int>(rng() % 4); m < n; ++m) {
-      bytes[rng() % bytes.size()] = (rng() % 2) ? byte() : alphabet[rng() % alphabet.size()];
+      bytes[rng() % bytes.size()] =
+          (rng() % 2) ? byte() : alphabet[rng() % alphabet.size()];
     }
     V reply;
     if (!read_reply(bytes, reply)) continue;

@@ -81,8 +81,10 @@ class ClusterSlotMap {
           return "slot ranges whose replicas have a valid host and port";
         }
         bool known = false;
-        for (const RedisNodeAddress& have : shard.replicas) known = known || have == replica;
-        if (!known && shard.replicas.size() < kMaxReplicas) shard.replicas.push_back(replica);
+        for (const RedisNodeAddress& have : shard.replicas)
+          known = known || have == replica;
+        if (!known && shard.replicas.size() < kMaxReplicas)
+          shard.replicas.push_back(replica);
       }
       const auto owner = static_cast<std::uint16_t>(found->second + 1);
       for (std::size_t slot = r.first; slot <= r.last; ++slot) {

@@ -173,7 +173,8 @@ inline const char* parse_cluster_shards(const RedisValue& reply,
       std::string id;
       if (role == nullptr || !role->is_string() ||
           (health != nullptr && !health->is_string()) ||
-          !node_port(node.field("port"), address.port) || !node_id(node.field("id"), id)) {
+          !node_port(node.field("port"), address.port) ||
+          !node_id(node.field("id"), id)) {
         out.clear();
         return kMust;
       }

@@ -71,7 +71,8 @@ inline bool parse_node_port(std::string_view text, int& out) noexcept {
 // fills `out`, or what the text must be.
 inline const char* parse_node_address(std::string_view text, RedisNodeAddress& out,
                                       bool allow_empty_host = false) {
-  constexpr const char* kMust = "host:port, [IPv6]:port or IPv6:port, with a port in 1..65535";
+  constexpr const char* kMust =
+      "host:port, [IPv6]:port or IPv6:port, with a port in 1..65535";
   out = RedisNodeAddress{};
   const std::size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) return kMust;

@@ -31,7 +31,7 @@ struct RedisValue {
 
   Kind kind = Kind::kNil;
   long long integer = 0;
-  std::string str;                  // kString, kError (and kOther's text)
+  std::string str;                   // kString, kError (and kOther's text)
   std::vector<RedisValue> elements;  // kArray, kMap
 
   static RedisValue nil() { return RedisValue{}; }

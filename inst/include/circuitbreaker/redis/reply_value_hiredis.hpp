@@ -29,7 +29,9 @@ namespace reply_value_detail {
 inline bool copy(const redisReply* r, RedisValue& out, int depth, std::size_t& budget) {
   if (r == nullptr || depth > kMaxReplyDepth) return false;
   out = RedisValue{};
-  const auto text = [&] { return r->str == nullptr ? std::string() : std::string(r->str, r->len); };
+  const auto text = [&] {
+    return r->str == nullptr ? std::string() : std::string(r->str, r->len);
+  };
   switch (r->type) {
     case REDIS_REPLY_NIL: out.kind = RedisValue::Kind::kNil; return true;
     case REDIS_REPLY_INTEGER:
@@ -61,7 +63,8 @@ inline bool copy(const redisReply* r, RedisValue& out, int depth, std::size_t& b
       is_map = r->type == REDIS_REPLY_MAP;
 #endif
       out.kind = is_map ? RedisValue::Kind::kMap : RedisValue::Kind::kArray;
-      if (r->elements > budget || (r->elements > 0 && r->element == nullptr)) return false;
+      if (r->elements > budget || (r->elements > 0 && r->element == nullptr))
+        return false;
       budget -= r->elements;
       out.elements.resize(r->elements);
       for (std::size_t i = 0; i < r->elements; ++i) {
