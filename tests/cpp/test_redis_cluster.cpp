@@ -68,6 +68,39 @@ const char* const kClusterShardsReply =
     "$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$7\r\n"
     "replica\r\n$18\r\nreplication-offset\r\n:14\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
 
+// CLUSTER SHARDS of another such cluster, from a live node 3 s after the
+// master of slots 10923..16383 (port 26074) was killed and its replica
+// (21761) promoted: Redis 7.0.15 lists the dead master as a shard of its
+// own, without slots, with health "fail" (the documentation says
+// "failed"); replicas whose offset the node has not yet heard of are
+// "loading".
+const char* const kClusterShardsAfterFailover =
+    "*4\r\n*4\r\n$5\r\nslots\r\n*2\r\n:5461\r\n:10922\r\n$5\r\nnodes\r\n*2\r\n*14\r\n"
+    "$2\r\nid\r\n$40\r\n446f63383f4afe700f6a48a076f3f4a432b5aa19\r\n$4\r\nport\r\n"
+    ":20120\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\n"
+    "health\r\n$6\r\nonline\r\n*14\r\n$2\r\nid\r\n$40\r\n"
+    "d5dc08f8f2f6479821bf2505ca9f7b8843261102\r\n$4\r\nport\r\n:30027\r\n$2\r\nip\r\n"
+    "$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$7\r\n"
+    "replica\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n$7\r\nloading\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:10923\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n*14\r\n"
+    "$2\r\nid\r\n$40\r\n963185467ef9e744886f876ab90d0584ab340907\r\n$4\r\nport\r\n"
+    ":21761\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\n"
+    "health\r\n$6\r\nonline\r\n*4\r\n$5\r\nslots\r\n*0\r\n$5\r\nnodes\r\n*1\r\n"
+    "*14\r\n$2\r\nid\r\n$40\r\nb717a9f0cdf26e75057354dfac14c64b551a183e\r\n$4\r\n"
+    "port\r\n:26074\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n"
+    "127.0.0.1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$18\r\nreplication-offset\r\n:0\r\n"
+    "$6\r\nhealth\r\n$4\r\nfail\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:5460\r\n$5\r\n"
+    "nodes\r\n*2\r\n*14\r\n$2\r\nid\r\n$40\r\n"
+    "9c7b0daa1d623044f5772e5b52a9814eaa1903b3\r\n$4\r\nport\r\n:23185\r\n$2\r\nip\r\n"
+    "$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$6\r\n"
+    "master\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    "*14\r\n$2\r\nid\r\n$40\r\n9b1019ccb5758aafb3f55dbde07146a0378660cf\r\n$4\r\n"
+    "port\r\n:32668\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n"
+    "127.0.0.1\r\n$4\r\nrole\r\n$7\r\nreplica\r\n$18\r\nreplication-offset\r\n:0\r\n"
+    "$6\r\nhealth\r\n$7\r\nloading\r\n";
+
 const cb::RedisNodeAddress kAsked{"127.0.0.1", 23101};
 
 cb::RedisNodeAddress addr(const std::string& host, int port) {
@@ -292,9 +325,14 @@ TEST_CASE("redirects: MOVED and ASK, good and malformed", "[redis-cluster]") {
   CHECK(r.target(kAsked) == addr("127.0.0.1", 6390));
   CHECK(r.target(addr("::1", 1)) == addr("::1", 6390));
 
-  // The reply Redis gave (GET foo on the node that did not serve it).
+  // The replies Redis gave: GET foo on a node that did not serve it, and
+  // on the node that was migrating its slot after the key had moved.
   REQUIRE(cb::parse_cluster_redirect("MOVED 12182 127.0.0.1:23103", r) == nullptr);
   CHECK(r.slot == cb::cluster_key_slot("foo"));
+  REQUIRE(cb::parse_cluster_redirect("-ASK 12182 127.0.0.1:23185", r) == nullptr);
+  CHECK(r.ask);
+  CHECK(r.slot == cb::cluster_key_slot("foo"));
+  CHECK(r.node == addr("127.0.0.1", 23185));
 
   for (const char* bad : {"",
                           "-",
@@ -559,6 +597,20 @@ TEST_CASE("slot map: the replies of a real Redis 7.0 cluster, read by hiredis",
   }
   CHECK(from_slots.ranges().size() == from_shards.ranges().size());
 
+  // After a failover: the promoted replica serves the dead master's slots.
+  V after;
+  REQUIRE(read_reply(kClusterShardsAfterFailover, after));
+  REQUIRE(cb::parse_cluster_shards(after, kAsked, ranges) == nullptr);
+  cb::ClusterSlotMap failed_over;
+  REQUIRE(cb::ClusterSlotMap::build(ranges, failed_over) == nullptr);
+  CHECK(failed_over.complete());
+  CHECK(failed_over.masters() == 3);
+  CHECK(*failed_over.master_of_slot(10923) == addr("127.0.0.1", 21761));
+  CHECK(*failed_over.master_of_slot(0) == addr("127.0.0.1", 23185));
+  CHECK(failed_over.find_shard(addr("127.0.0.1", 26074)) == cb::ClusterSlotMap::kNoShard);
+  // Its replicas are "loading" in this node's view: not listed.
+  CHECK(failed_over.shards()[failed_over.shard_index(0)].replicas.empty());
+
   // An error reply becomes a kError value that the parsers refuse.
   V error;
   REQUIRE(read_reply("-ERR This instance has cluster support disabled\r\n", error));
@@ -786,9 +838,10 @@ TEST_CASE("parsers: random and mutated inputs never crash", "[redis-cluster]") {
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   // Real reply bytes, mutated, through hiredis's reader and the copy.
-  const std::vector<std::string> replies{kClusterSlotsReply, kClusterShardsReply};
+  const std::vector<std::string> replies{kClusterSlotsReply, kClusterShardsReply,
+                                         kClusterShardsAfterFailover};
   for (int i = 0; i < 3000; ++i) {
-    std::string bytes = replies[static_cast<std::size_t>(i) % 2];
+    std::string bytes = replies[static_cast<std::size_t>(i) % replies.size()];
     for (int m = 0, n = 1 + static_cast<int>(rng() % 4); m < n; ++m) {
       bytes[rng() % bytes.size()] =
           (rng() % 2) ? byte() : alphabet[rng() % alphabet.size()];

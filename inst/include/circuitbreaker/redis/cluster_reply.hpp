@@ -137,10 +137,12 @@ inline const char* parse_cluster_slots(const RedisValue& reply,
 }
 
 // Reads a CLUSTER SHARDS reply that node `asked` gave. A shard that serves
-// no slot is skipped. Its master is its node with role "master" and health
-// "online" (after a failover the failed old master is still listed as a
-// master until it rejoins as a replica); failing that, its only master.
-// Replicas are the nodes with role "replica" and health "online".
+// no slot is skipped: Redis 7.0 lists a dead master that way after its
+// replica took over, with health "fail" (the documentation says "failed").
+// A shard's master is its node with role "master" and health "online" (one
+// at most); failing that, its only master. Replicas are the nodes with role
+// "replica" and health "online" (a node reports another's replica as
+// "loading" until it has heard of its replication offset).
 inline const char* parse_cluster_shards(const RedisValue& reply,
                                         const RedisNodeAddress& asked,
                                         std::vector<ClusterSlotRange>& out) {
