@@ -146,7 +146,17 @@ lint_files <- function(files) {
   structure(if (is.null(lints)) list() else lints, class = "lints")
 }
 bench_files <- package_files[startsWith(package_files, "bench/")]
-found <- lint_files(setdiff(package_files, bench_files))
+redis_files <- package_files[startsWith(package_files, "inst/redis/")]
+found <- lint_files(setdiff(package_files, c(bench_files, redis_files)))
+# inst/redis/ as it is used: its files sourced together (the topologies
+# call redis_server_start() and redis_cli() of the others).
+redis_shared <- list.files("inst/redis", "\\.R$", full.names = TRUE)
+if (length(redis_files)) {
+  redis_env <- attach(NULL, name = "circuitbreaker:inst-redis")
+  for (f in redis_shared) sys.source(f, envir = redis_env, keep.source = FALSE)
+  found <- structure(c(unclass(found), unclass(lint_files(redis_files))), class = "lints")
+  detach("circuitbreaker:inst-redis")
+}
 # The benchmarks as they run: what they source from bench/harness/ attached
 # (bench/harness/redis.R is inst/redis/redis-server.R; it finds that file
 # from its own path, which sys.source() does not give it).
@@ -165,9 +175,10 @@ if (length(bench_files)) {
 if (length(test_files)) {
   suppressPackageStartupMessages(library(testthat))
   helpers <- attach(NULL, name = "circuitbreaker:test-helpers")
-  # helper-redis.R's redis_server_start(), which it takes from the installed
-  # package (whichever version lintr runs with), from this tree.
-  sys.source("inst/redis/redis-server.R", envir = helpers, keep.source = FALSE)
+  # helper-redis.R's redis_server_start() and helper-redis-topologies.R's
+  # functions, which they take from the installed package (whichever version
+  # lintr runs with), from this tree.
+  for (f in redis_shared) sys.source(f, envir = helpers, keep.source = FALSE)
   for (f in list.files("tests/testthat", "^helper.*\\.[Rr]$", full.names = TRUE)) {
     tryCatch(sys.source(f, envir = helpers, keep.source = FALSE),
              error = function(e) message("lint: could not load ", f, ": ", conditionMessage(e)))
