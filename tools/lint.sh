@@ -24,7 +24,7 @@
 # resolves the package's own functions in the installed circuitbreaker.
 #
 # C++: when the repository has a .clang-format, every hand-written C++ file
-# (inst/include/circuitbreaker/*.hpp, src/*.cpp and *.h except the generated
+# (inst/include/circuitbreaker/*.hpp and its folders, src/*.cpp and *.h except the generated
 # src/RcppExports.cpp, tests/cpp/*.cpp and *.hpp, bench/cpp/*.cpp) must be
 # unchanged by clang-format-14 (--dry-run --Werror). Without clang-format-14
 # (tools/setup.sh installs it) the check is skipped with a warning, or fails
@@ -76,7 +76,7 @@ selected() {
 cpp_files=()
 while IFS= read -r f; do
   [ -z "$f" ] || [ "$f" = src/RcppExports.cpp ] || cpp_files+=("$f")
-done < <(selected inst/include/circuitbreaker/*.hpp src/*.cpp src/*.h tests/cpp/*.cpp tests/cpp/*.hpp bench/cpp/*.cpp)
+done < <(selected inst/include/circuitbreaker/*.hpp inst/include/circuitbreaker/*/*.hpp src/*.cpp src/*.h tests/cpp/*.cpp tests/cpp/*.hpp bench/cpp/*.cpp)
 
 # clang-format-14, or a clang-format of version 14 (other versions format
 # differently); CB_CLANG_FORMAT may name another binary.
