@@ -16,9 +16,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../breaker.hpp"
+#include "../config_identity.hpp"
 #include "../random.hpp"
 #include "protocol.hpp"
 
@@ -31,7 +33,8 @@ class FleetMember {
               std::string id_prefix)
       : name_(std::move(name)),
         key_(std::move(key)),
-        fingerprint_(fleet_config_fingerprint(config)),
+        values_(config_values(config)),
+        fingerprint_(config_fingerprint(values_)),
         rules_(fleet_rules(make_settings(config))),
         id_prefix_(std::move(id_prefix)),
         breaker_(make_settings(config), now),
@@ -249,16 +252,16 @@ class FleetMember {
   // then the index (in kConfigFields) of the first argument that differs, or
   // -1 when none can be named.
   // `given` and `stored` get that argument's value as this process gave it
-  // and as the fleet keeps it (config_value_text()).
+  // and as the fleet keeps it (config_difference()).
   bool config_conflict(int* field, std::string* given = nullptr,
                        std::string* stored = nullptr) const {
     const std::string theirs = status().fleet_config;
     if (theirs.empty()) return false;
-    const int f = fleet_fingerprint_difference(fingerprint_, theirs);
-    *field = f >= 0 && f < static_cast<int>(kConfigFieldCount) ? f : -1;
+    ConfigDifference d = config_difference(values_, read_config_fingerprint(theirs));
+    *field = d.field;
     if (*field >= 0 && given != nullptr && stored != nullptr) {
-      *given = fleet_fingerprint_value_text(fingerprint_, *field);
-      *stored = fleet_fingerprint_value_text(theirs, *field);
+      *given = std::move(d.given);
+      *stored = std::move(d.stored);
     }
     return true;
   }
@@ -310,7 +313,9 @@ class FleetMember {
     known_ = true;
   }
 
-  const std::string name_, key_, fingerprint_, rules_, id_prefix_;
+  const std::string name_, key_;
+  const ConfigValues values_;
+  const std::string fingerprint_, rules_, id_prefix_;
   Breaker breaker_;
   std::uint64_t rng_;                   // jitter factors: the sync thread
   std::uint64_t token_rng_;             // lease tokens: the caller's thread

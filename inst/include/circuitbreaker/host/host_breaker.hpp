@@ -52,7 +52,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "../config_identity.hpp"
 #include "../percent.hpp"
 #include "segment_attach.hpp"
 #include "segment_mapping.hpp"
@@ -134,13 +136,11 @@ class HostBreaker {
     r.status = init_or_attach(mapping_.data(), mapping_.size(), config, settings, now,
                               current_process());
     if (r.status == SegmentStatus::WrongConfig) {
-      r.differing_field = first_config_difference(*mapping_.segment(), config);
-      if (r.differing_field >= 0) {
-        const FieldInfo& f = kConfigFields[r.differing_field];
-        r.given_value = config_value_text(f, config_get(config, f));
-        r.stored_value = config_value_text(
-            f, mapping_.segment()->header.config_values[r.differing_field]);
-      }
+      ConfigDifference d = config_difference(
+          config_values(config), stored_config_values(mapping_.segment()->header));
+      r.differing_field = d.field;
+      r.given_value = std::move(d.given);
+      r.stored_value = std::move(d.stored);
     }
     if (!r.ok()) {
       mapping_.close();
