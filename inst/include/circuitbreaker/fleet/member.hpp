@@ -26,6 +26,11 @@
 
 namespace circuitbreaker {
 
+// The shortest probe lease the fleet's store holds (probe_hold()'s floor):
+// the lease is taken a round trip away and expires by the store's clock, so
+// a shorter one could lapse before the probe it guards has started.
+inline constexpr Nanos kMinFleetProbeLease = kNanosPerSecond;
+
 class FleetMember {
  public:
   // `id_prefix` makes report ids unique across processes (a random token).
@@ -67,11 +72,9 @@ class FleetMember {
   Admission confirm_probe(const Admission& a, Nanos now, Nanos hold, Lease&& lease) {
     const Nanos denied = denied_until_.load(std::memory_order_relaxed);
     if (now < denied) return breaker_.decline_probe(a.permit, denied - now, now);
-    const Settings& s = breaker_.settings();
-    const Nanos lease_for =
-        s.half_open_max_wait != kNever ? s.half_open_max_wait : s.recovery_timeout;
+    // A lease in Redis outlives this process: its holder may never settle.
     const std::int64_t lease_ms =
-        nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
+        nanos_to_ms(probe_hold(breaker_.settings(), std::nullopt, kMinFleetProbeLease));
     const std::string token = new_token();
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
     if (!r) {
@@ -200,9 +203,7 @@ class FleetMember {
       r.open_elapsed_ms = nanos_to_ms(snap.open_duration - snap.retry_after);
     }
     r.consecutive_opens = snap.consecutive_opens;
-    r.jitter_factor = breaker_.settings().jitter > 0
-                          ? 1 - breaker_.settings().jitter * uniform01(rng_)
-                          : 1;
+    r.jitter_factor = draw_jitter_factor(breaker_.settings().jitter, rng_);
     r.built_generation = snap.generation;
     r.built_failures = snap.consecutive_failures;
     return r;

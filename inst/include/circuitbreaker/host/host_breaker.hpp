@@ -202,12 +202,13 @@ class HostBreaker {
       }
     }
     if (!tracks_owners_) {
-      // A synchronous call (no deadline: kNever or any negative lease) gets
-      // recovery_timeout: nobody could free its probe if it died.
-      if (probe_lease == kNever || probe_lease < 0) {
-        probe_lease = settings().recovery_timeout;
-      }
-      return breaker_->acquire(now, probe_lease, 0);
+      // Nobody could free this process's probe if it died: a synchronous
+      // call (kNever or any negative lease) gives no bound (probe_hold()).
+      const bool unbounded = probe_lease == kNever || probe_lease < 0;
+      return breaker_->acquire(
+          now,
+          probe_hold(settings(), unbounded ? std::nullopt : std::optional<Nanos>(probe_lease)),
+          0);
     }
     // Dead owners' slots are freed inside this one decision (when half-open
     // is full), so the call counts as rejected only if it is.
