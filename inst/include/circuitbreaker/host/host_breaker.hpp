@@ -76,23 +76,8 @@ inline std::string segment_file_name(std::string_view name) {
 // is not such a name (not exactly as segment_file_name() writes it).
 inline std::optional<std::string> segment_breaker_name(std::string_view file) {
   if (file.size() < 3 || file.substr(0, 3) != "cb-") return std::nullopt;
-  const auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
-  for (std::size_t i = 3; i < file.size(); ++i) {
-    if (file[i] != '%') {
-      out += file[i];
-      continue;
-    }
-    if (i + 2 >= file.size() || digit(file[i + 1]) < 0 || digit(file[i + 2]) < 0) {
-      return std::nullopt;
-    }
-    out += static_cast<char>(digit(file[i + 1]) * 16 + digit(file[i + 2]));
-    i += 2;
-  }
+  if (!percent_decode(file.substr(3), out)) return std::nullopt;
   // Only the one spelling segment_file_name() writes: "cb-%61", "cb-%2f" or
   // "cb-a b" would otherwise stand for a breaker ("a", "/", "a b") whose
   // segment is another file.
