@@ -69,7 +69,8 @@ TEST_CASE("the same value: unset equals unset, +0 equals -0", "[config-identity]
   CHECK_FALSE(cb::same_config_value(1.0, 1.0 + 1e-15));
 }
 
-TEST_CASE("the first difference names the argument and both values", "[config-identity]") {
+TEST_CASE("the first difference names the argument and both values",
+          "[config-identity]") {
   Config a;
   Config b;
   CHECK(cb::first_config_difference(cb::config_values(a),
@@ -110,7 +111,8 @@ TEST_CASE("the first difference names the argument and both values", "[config-id
   CHECK(d.stored == "unknown");
 }
 
-TEST_CASE("config_hash is the one it was, and agrees with equality", "[config-identity]") {
+TEST_CASE("config_hash is the one it was, and agrees with equality",
+          "[config-identity]") {
   // The hash a host segment keeps: existing segments must still match.
   CHECK(cb::config_hash(Config{}) == 0xce97a35971c7cad5ULL);
   Config c;
@@ -125,9 +127,8 @@ TEST_CASE("config_hash is the one it was, and agrees with equality", "[config-id
   for (int i = 0; i < 500; ++i) {
     const Config x = random_config(rng);
     const Config y = random_config(rng);
-    const bool same =
-        cb::first_config_difference(cb::config_values(x),
-                                    stored_of(cb::config_values(y))) == -1;
+    const bool same = cb::first_config_difference(cb::config_values(x),
+                                                  stored_of(cb::config_values(y))) == -1;
     CHECK(same == (cb::config_hash(x) == cb::config_hash(y)));
     CHECK(same == (cb::config_fingerprint(x) == cb::config_fingerprint(y)));
   }
@@ -201,8 +202,8 @@ TEST_CASE("both stores name a difference by the one rule", "[config-identity]") 
   REQUIRE(r.parse(reply));
   m.apply(r, 2, sent);
   REQUIRE(m.config_conflict(&field, &given, &stored));
-  const cb::ConfigDifference d =
-      cb::config_difference(cb::config_values(mine), stored_of(cb::config_values(theirs)));
+  const cb::ConfigDifference d = cb::config_difference(
+      cb::config_values(mine), stored_of(cb::config_values(theirs)));
   CHECK(field == d.field);
   CHECK(field == at("window_size"));
   CHECK(given == d.given);

@@ -78,8 +78,8 @@ TEST_CASE("the fleet script trips exactly when the core does", "[fleet-script]")
     }
     const cb::Settings s = cb::make_settings(c);
     cb::Breaker ref(s, 0);
-    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}",
-                cb::config_fingerprint(c), cb::fleet_rules(s)};
+    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}", cb::config_fingerprint(c),
+                cb::fleet_rules(s)};
     ++scenarios;
     cb::Nanos now = cb::kNanosPerSecond;
     const double p_fail = 0.15 + 0.1 * static_cast<double>(rng() % 6);

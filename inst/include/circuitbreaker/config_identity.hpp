@@ -42,7 +42,9 @@ using StoredConfigValues = std::array<std::optional<double>, kConfigFieldCount>;
 
 inline ConfigValues config_values(const Config& c) noexcept {
   ConfigValues v{};
-  for (std::size_t i = 0; i < kConfigFieldCount; ++i) v[i] = config_get(c, kConfigFields[i]);
+  for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
+    v[i] = config_get(c, kConfigFields[i]);
+  }
   return v;
 }
 
@@ -58,7 +60,9 @@ inline bool same_config_value(double a, double b) noexcept {
 inline int first_config_difference(const ConfigValues& given,
                                    const StoredConfigValues& stored) noexcept {
   for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
-    if (!stored[i] || !same_config_value(given[i], *stored[i])) return static_cast<int>(i);
+    if (!stored[i] || !same_config_value(given[i], *stored[i])) {
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }
@@ -185,8 +189,8 @@ inline StoredConfigValues read_config_fingerprint(std::string_view fp) {
   std::size_t at = 0;
   for (std::size_t i = 0; i < kConfigFieldCount && at <= fp.size(); ++i) {
     const std::size_t comma = fp.find(',', at);
-    const std::string_view item =
-        fp.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    const std::string_view item = fp.substr(
+        at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
     if (!item.empty() && item.size() <= 32) {
       const std::string text(item);
       char* end = nullptr;

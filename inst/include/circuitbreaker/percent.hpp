@@ -2,16 +2,16 @@
 //
 // Encoding: how a breaker's name (or a store's prefix) is written where only
 // a few bytes are safe: a segment's file name (host/host_breaker.hpp) and a fleet
-// breaker's Redis keys (redis/sync.hpp). Every byte but [A-Za-z0-9_.-] is
+// breaker's Redis keys (redis/keys.hpp). Every byte but [A-Za-z0-9_.-] is
 // written %XX (upper-case hex). The encoding is injective, and its output
 // never holds '/', ':', '{', '}', '%' (except as an escape), a space or a
 // control byte, so it can sit between separators made of those.
 //
 // Decoding, strictly, for text that arrives from outside the process: the
 // user name and password of a redis:// URL, the breaker name in a web
-// route's path, and a segment file's name (host/host_breaker.hpp). Strict means that a malformed escape ("%", "%4", "%G1") is an
-// error rather than being passed through, so that one input never has two
-// readings.
+// route's path, and a segment file's name (host/host_breaker.hpp). Strict
+// means that a malformed escape ("%", "%4", "%G1") is an error rather than
+// being passed through, so that one input never has two readings.
 #ifndef CIRCUITBREAKER_PERCENT_HPP
 #define CIRCUITBREAKER_PERCENT_HPP
 

@@ -192,7 +192,8 @@ class HostBreaker {
       const bool unbounded = probe_lease == kNever || probe_lease < 0;
       return breaker_->acquire(
           now,
-          probe_hold(settings(), unbounded ? std::nullopt : std::optional<Nanos>(probe_lease)),
+          probe_hold(settings(),
+                     unbounded ? std::nullopt : std::optional<Nanos>(probe_lease)),
           0);
     }
     // Dead owners' slots are freed inside this one decision (when half-open
