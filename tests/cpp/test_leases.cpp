@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
@@ -359,6 +361,25 @@ TEST_CASE("the jitter factor: uniform in (1 - jitter, 1], no draw without jitter
   // The same draws as the generator's: breakers seeded alike open alike.
   std::uint64_t a = 7, b = 7;
   CHECK(cb::draw_jitter_factor(0.5, a) == 1 - 0.5 * cb::uniform01(b));
+}
+
+TEST_CASE("random_hex: tokens and ids of the digits asked for", "[leases][random]") {
+  std::uint64_t a = 1, b = 1;
+  const std::string t = cb::random_hex(a, 32);
+  CHECK(t.size() == 32);
+  CHECK(t.find_first_not_of("0123456789abcdef") == std::string::npos);
+  // Two words: 16 digits of each.
+  char buf[40];
+  const unsigned long long w1 = cb::splitmix64(b), w2 = cb::splitmix64(b);
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", w1, w2);
+  CHECK(t == buf);
+  // A shorter last group: the top bits of its word.
+  std::uint64_t c = 9, d = 9;
+  const std::string id = cb::random_hex(c, 24);
+  const unsigned long long x1 = cb::splitmix64(d), x2 = cb::splitmix64(d) >> 32;
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", x1, x2);
+  CHECK(id == buf);
+  CHECK(cb::random_hex(c, 0).empty());
 }
 
 TEST_CASE("counts from doubles saturate, and manual clock readings stay in range",

@@ -275,13 +275,7 @@ class FleetMember {
     bool active = false;
   };
 
-  std::string new_token() {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%016llx%016llx",
-                  static_cast<unsigned long long>(splitmix64(token_rng_)),
-                  static_cast<unsigned long long>(splitmix64(token_rng_)));
-    return buf;
-  }
+  std::string new_token() { return random_hex(token_rng_, 32); }
 
   // A reply as the core takes it (under mutex_: "new" is against the
   // generation this process knew).

@@ -41,7 +41,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -114,12 +113,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // unique across the fleet's processes).
   std::shared_ptr<FleetMember> join(const std::string& name, const Config& config) {
     std::uint64_t seed = entropy_seed();
-    char id[40];
-    std::snprintf(id, sizeof id, "%016llx%08llx",
-                  static_cast<unsigned long long>(splitmix64(seed)),
-                  static_cast<unsigned long long>(splitmix64(seed) >> 32));
     auto m = std::make_shared<FleetMember>(name, fleet_key(spec_.prefix, name), config,
-                                           now(), id);
+                                           now(), random_hex(seed, 24));
     add(m);
     return m;
   }
@@ -131,11 +126,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // SELECT and loading the scripts, when the connection is new.
   void add(const std::shared_ptr<FleetMember>& m) {
     if (::getpid() != pid_) return;  // a fork()ed child: local rules only
-    {
-      std::lock_guard<std::mutex> g(caller_mutex_);
-      std::vector<FleetMember*> one{m.get()};
-      if (!fleet_sync(caller_, spec_, one, link_)) link_.note_failure(caller_.error());
-    }
+    sync_on_caller(m);
     std::lock_guard<std::mutex> g(members_mutex_);
     members_.push_back(m);
     if (!running_) {
@@ -150,9 +141,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // counted since the last sync is not lost. Nothing when the link is down.
   void flush(const std::shared_ptr<FleetMember>& m) {
     if (!linked()) return;
-    std::lock_guard<std::mutex> g(caller_mutex_);
-    std::vector<FleetMember*> one{m.get()};
-    if (!fleet_sync(caller_, spec_, one, link_)) link_.note_failure(caller_.error());
+    sync_on_caller(m);
   }
 
   // A fleet-wide probe lease for `key` (fleet/script.hpp, LEASE), within
@@ -201,6 +190,13 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   Stats stats() const { return link_.stats(now(), linked()); }
 
  private:
+  // One SYNC of `m` alone on the caller's connection.
+  void sync_on_caller(const std::shared_ptr<FleetMember>& m) {
+    std::lock_guard<std::mutex> g(caller_mutex_);
+    const std::vector<FleetMember*> one{m.get()};
+    if (!fleet_sync(caller_, spec_, one, link_)) link_.note_failure(caller_.error());
+  }
+
   void stop() {
     stop_ = true;
     wake();
