@@ -129,15 +129,17 @@ control_method <- function(op) {
 #'   shared by a host or a fleet ([breaker_store_host()],
 #'   [breaker_store_redis()]) needs a name of at most 80 bytes (in UTF-8;
 #'   an error of class `circuit_breaker_name_too_long` otherwise): one limit
-#'   for both stores, chosen so that the host store's file name fits the
+#'   for both shared stores, chosen so that the host store's file name fits the
 #'   file system's 255 bytes whatever the name's bytes are. A breaker of the
 #'   process store may have a name of up to 1000 bytes (room for any
 #'   `"host:port"` of [breaker_for()]). Messages show the first 50
 #'   characters of a name.
-#' @param store `NULL` or [breaker_store_process()] for a breaker of this
-#'   process, or [breaker_store_host()] for one shared by every process on the
-#'   host that creates a breaker with the same `name` (which it then needs)
-#'   and the same rule arguments.
+#' @param store Where the breaker's state lives, one of three stores: `NULL`
+#'   or [breaker_store_process()] for a breaker of this process;
+#'   [breaker_store_host()] for one shared by every process on the host, or
+#'   [breaker_store_redis()] for one shared by every process of a fleet of
+#'   hosts, that creates a breaker with the same `name` (which a shared
+#'   breaker needs), the same store and the same rule arguments.
 #' @return A `CircuitBreaker` object.
 #'
 #' @examples
@@ -186,9 +188,10 @@ circuit_breaker <- function(...) {
 #'   and record nothing until `$reset()`.
 #' * `$configure(...)`: change arguments (same names as above except `clock`,
 #'   `name` and `store`); the state is kept. A rejected change changes
-#'   nothing. On a host-shared breaker only the arguments of this process
-#'   (`failure_when`, `ignore`, `timeout`, `failure_statuses`,
-#'   `respect_retry_after`) can change: see [breaker_store_host()].
+#'   nothing. On a host- or fleet-shared breaker only the arguments of this
+#'   process (`failure_when`, `ignore`, `timeout`, `failure_statuses`,
+#'   `respect_retry_after`) can change: see [breaker_store_host()] and
+#'   [breaker_store_redis()].
 #' * `$metrics()`: a named list: name, store (`"process"`, `"host"` or
 #'   `"redis"`), state, counts, rates, timings; for a fleet breaker also
 #'   `mode`, `sync_lag`, `last_sync`, the fleet's counts and `last_error`
@@ -246,7 +249,7 @@ CircuitBreaker <- R6::R6Class("CircuitBreaker",
     on = function(event, callback) breaker_on(core, event, callback, call = rlang::current_call()),
     off = function(id) breaker_off(core, id, call = rlang::current_call()),
 
-    format = function(...) format_breaker(breaker_metrics(core), breaker_config(core)),
+    format = function(...) format_breaker(breaker_metrics(core), breaker_config(core), core_store(core)),
     print = function(...) {
       cat(self$format(), sep = "\n")
       invisible(self)
@@ -298,6 +301,10 @@ breaker_view <- function(core) {
   on.exit(view_pending$core <- NULL)
   CircuitBreaker$new()
 }
+
+# The core of a breaker's R6 object: the methods' shared enclosing
+# environment holds it (initialize() above).
+view_core <- function(view) view$.__enclos_env__$core
 
 # Hands a core to the next CircuitBreaker$new(): R6's new() passes only the
 # user's arguments to initialize().

@@ -56,13 +56,15 @@ clock_pointer <- function(clock, call = rlang::caller_env()) {
 
 # A shared breaker's times are the store's, not this process's: the host
 # store's breakers read the host's monotonic clock (every process of the
-# host reads the same one), the fleet's take Redis `TIME`. So a manual clock
-# cannot drive one, and `clock` must be NULL. Checked before the store is
-# touched, with what was given (the binding refuses it too, as a last guard,
-# but sees only the clock's pointer).
+# host reads the same one), the fleet's take Redis `TIME` (the store says
+# which: store_clock(), store.R). So a manual clock cannot drive one, and
+# `clock` must be NULL. Checked before the store is touched, with what was
+# given (the binding refuses it too, as a last guard, but sees only the
+# clock's pointer).
 check_shared_clock <- function(clock, store, call = rlang::caller_env()) {
-  if (is.null(clock) || is.null(store) || identical(store$kind, "process")) return(invisible())
-  reads <- if (identical(store$kind, "redis")) "Redis `TIME` (the fleet's clock)" else "the host's monotonic clock"
+  if (is.null(clock)) return(invisible())
+  reads <- store_clock(store)
+  if (is.null(reads)) return(invisible())
   given <- if (inherits(clock, "circuit_breaker_manual_clock")) {
     paste0("a manual clock (", format(clock), ")")
   } else {

@@ -3,7 +3,7 @@
 #   ptr                   the external pointer to the C++ state machine (which
 #                         owns every rule, the counts and the listening flag)
 #   name                  NULL or the registry name
-#   watching              TRUE while a host-shared breaker's listeners are
+#   watching              TRUE while a shared breaker's listeners are
 #                         polled through later (breaker-events.R)
 #   failure_when, ignore, timeout, failure_statuses, respect_retry_after
 #                         the R-side arguments (r_arguments below), each
@@ -14,8 +14,9 @@
 #                         listeners (breaker-events.R); created on first $on()
 #   reporter              NULL, or the OpenTelemetry reporting (otel.R), which
 #                         hears events as listeners do (breaker-events.R)
-#   fleet_store           the store of a fleet breaker, whose link news
-#                         (alone, rejoined) R tells (store-redis.R)
+#   store                 the store the breaker was made with, which answers
+#                         for itself (store.R); absent for the process
+#                         store (read it with core_store())
 #   view                  a weak reference to the R6 object (breaker_view())
 #   used                  registry recency (registry.R)
 #
@@ -23,7 +24,7 @@
 # cores. Environments are used because the state is shared and mutable: the
 # view, the registry and the listeners all see the same one.
 
-#' @include checks.R http-outcome.R store-host.R otel.R
+#' @include checks.R http-outcome.R store.R store-process.R store-host.R store-redis.R otel.R
 NULL
 
 # The C++ core's arguments (names from its argument table, fetched once).
@@ -100,14 +101,12 @@ new_breaker_core <- function(args, call) {
   core$name <- check_string(args$name, "name", allow_null = TRUE, call = call)
   if (!is.null(core$name)) cb_check_name(core$name, shared = FALSE)
   for (arg in names(r_arguments)) set_r_setting(core, arg, r_arguments[[arg]]$check(args[[arg]], call))
-  store <- check_store(args$store, call = call)
+  store <- check_store(args$store, call = call) %||% process_store
   check_shared_clock(args$clock, store, call = call)
   segment <- store_location(store, core$name, call = call)
   core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
-  if (inherits(store, "circuit_breaker_store_redis")) {
-    core$fleet_store <- store
-    fleet_link_news(store)
-  }
+  if (!identical(store, process_store)) core$store <- store
+  store_link_news(store)
   otel_attach(core)  # nothing at all unless OpenTelemetry is on (otel.R)
   core
 }
@@ -139,12 +138,14 @@ breaker_config <- function(core) {
     lapply(stats::setNames(nm = names(r_arguments)), r_setting, core = core))
 }
 
+# The store a breaker was made with (store.R).
+core_store <- function(core) core$store %||% process_store
+
 breaker_metrics <- function(core) {
-  m <- c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr))
-  if (identical(m$store, "redis")) {
-    m <- c(m, fleet_metrics(core$ptr))
-    if (!is.null(core$fleet_store)) fleet_link_news(core$fleet_store)
-  }
+  store <- core_store(core)
+  m <- c(list(name = core$name %||% NA_character_, store = cb_store_kind(core$ptr)), cb_snapshot(core$ptr),
+         store_metrics(store, core$ptr))
+  store_link_news(store)
   m
 }
 

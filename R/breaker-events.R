@@ -15,9 +15,10 @@
 #' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
 #'
 #' Listeners run after the C++ core has finished the call's bookkeeping and
-#' any transition it caused, in registration order. On a host-shared breaker
-#' ([breaker_store_host()]) `"state_change"` also reports transitions made by
-#' other processes: on this process's next call, and within about a second
+#' any transition it caused, in registration order. On a host- or
+#' fleet-shared breaker ([breaker_store_host()], [breaker_store_redis()])
+#' `"state_change"` also reports transitions made by other processes: on
+#' this process's next call, and within about a second
 #' while an event loop runs (plumber, Shiny: through `later`). A listener that signals an
 #' error does not change the breaker: the error becomes a warning of class
 #' `circuit_breaker_listener_error`.
@@ -119,13 +120,13 @@ emit_transitions <- function(core) {
   invisible(NULL)
 }
 
-# Another process may move a host-shared breaker while this one makes no
-# call. With listeners and the later package, the shared transition log is
+# Another process may move a shared breaker (its store polls: store.R) while
+# this one makes no call. With listeners and the later package, the shared transition log is
 # read every `circuitbreaker.host_poll_interval` seconds on the event loop
 # (it costs one read of the log). The loop holds the core weakly and stops
 # when the core is gone or has no listeners left.
 watch_shared_transitions <- function(core) {
-  if (isTRUE(core$watching) || !cb_store_kind(core$ptr) %in% c("host", "redis") ||
+  if (isTRUE(core$watching) || !store_polls(core_store(core)) ||
       !requireNamespace("later", quietly = TRUE)) {
     return(invisible())
   }
@@ -156,7 +157,7 @@ poll_shared_transitions <- function(ref) {
   # (its lock held too long) is tried again at the next poll.
   ok <- tryCatch({
     emit_transitions(core)
-    if (!is.null(core$fleet_store)) fleet_link_news(core$fleet_store)
+    store_link_news(core_store(core))
     TRUE
   }, circuit_breaker_store_busy = function(e) TRUE,
   circuit_breaker_error = function(e) FALSE)

@@ -1,9 +1,11 @@
 # How a breaker looks when printed, and as a data frame.
 
-format_breaker <- function(m, config) {
+# `m` is the breaker's metrics, `store` its store (store.R), which says what
+# it adds.
+format_breaker <- function(m, config, store) {
   label <- if (is.na(m$name)) "<CircuitBreaker>" else paste0("<CircuitBreaker> ", m$name)
-  if (identical(m$store, "host")) label <- paste0(label, " (host-shared)")
-  if (identical(m$store, "redis")) label <- paste0(label, " (fleet-shared, ", m$mode, ")")
+  shared <- store_label(store, m)
+  if (!is.null(shared)) label <- paste0(label, " (", shared, ")")
   threshold <- if (is.infinite(config$failure_threshold)) "off" else format(config$failure_threshold)
   lines <- c(
     paste0(label, ": ", m$state),
@@ -13,9 +15,7 @@ format_breaker <- function(m, config) {
            m$slow_calls, " slow, ", m$ignored, " ignored)   rejected: ", m$rejected,
            "   opened: ", m$times_opened, " times")
   )
-  if (identical(m$store, "redis") && identical(m$mode, "local") && !is.na(m$last_error)) {
-    lines <- c(lines, paste0("  last error of the link to Redis: ", m$last_error))
-  }
+  lines <- c(lines, store_format_lines(store, m))
   wait <- m$seconds_until_probe
   if (m$state %in% c("OPEN", "HALF_OPEN") && isTRUE(wait > 0)) {
     lines <- c(lines, paste0("  next probe in ", format(signif(wait, 3)), " s"))

@@ -67,17 +67,22 @@ breaker_prometheus <- function(breakers = NULL) {
   rows <- prom_rows(breakers, call = rlang::current_env())
   labels <- vapply(rows, function(r) r$label, character(1))
   lines <- character()
-  stores <- vapply(rows, function(r) r$metrics$store %||% "process", character(1))
-  for (family in prom_families) {
-    # The families of one store appear only when a breaker of that store does.
-    if (!is.null(family$store) && !family$store %in% stores) next
+  kinds <- vapply(rows, function(r) r$metrics$store %||% process_store$kind, character(1))
+  # The families of a store (store_prometheus_families(), store.R) appear
+  # only when a breaker of that store does, and list its breakers only.
+  families <- prom_families
+  for (store in stores_of_kinds(kinds)) {
+    families <- c(families, lapply(store_prometheus_families(store), function(f) c(f, list(kind = store$kind))))
+  }
+  for (family in families) {
     lines <- c(lines,
       paste0("# HELP ", family$name, " ", prom_escape_help(family$help)),
       paste0("# TYPE ", family$name, " ", family$type))
     for (i in seq_along(rows)) {
+      if (!is.null(family$kind) && !identical(kinds[[i]], family$kind)) next
       m <- rows[[i]]$metrics
       samples <- family$samples(m)
-      if (length(samples) == 0L) next  # a breaker of another store
+      if (length(samples) == 0L) next
       extra <- if (is.null(names(samples))) {
         ""
       } else {
@@ -95,16 +100,17 @@ prometheus_content_type <- "text/plain; version=0.0.4; charset=utf-8"
 
 breaker_states <- c("CLOSED", "OPEN", "HALF_OPEN", "FORCED_OPEN", "DISABLED")
 
-# One entry per metric family: name, type, help, and a function of a
-# breaker's metrics returning its sample values (named by the value of
-# `label` when the family has a second label).
+# One entry per metric family of every breaker: name, type, help, and a
+# function of a breaker's metrics returning its sample values (named by the
+# value of `label` when the family has a second label). A store adds the
+# families of its own breakers (store_prometheus_families(), store.R).
 prom_families <- list(
   list(name = "circuitbreaker_info", type = "gauge",
        help = paste("Where the breaker's state lives: store=\"process\" (this process), \"host\"",
                     "(shared by the host's processes, which all report the same host-wide counts)",
                     "or \"redis\" (shared by a fleet through Redis)."),
        label = "store",
-       samples = function(m) stats::setNames(1, m$store %||% "process")),
+       samples = function(m) stats::setNames(1, m$store %||% process_store$kind)),
   list(name = "circuitbreaker_state", type = "gauge",
        help = "Current state of the circuit breaker: 1 for the current state, 0 for the others.",
        label = "state",
@@ -137,21 +143,7 @@ prom_families <- list(
        samples = function(m) prom_field(m, "slow_calls")),
   list(name = "circuitbreaker_opened_total", type = "counter",
        help = "Times the breaker opened.",
-       samples = function(m) prom_field(m, "times_opened")),
-  list(name = "circuitbreaker_fleet_mode", type = "gauge", store = "redis",
-       help = paste("Fleet breakers (Redis store): 1 for the current mode, fleet (in step with Redis)",
-                    "or local (Redis unreachable: local rules), 0 for the other."),
-       label = "mode",
-       samples = function(m) {
-         if (!identical(m$store, "redis")) return(NULL)
-         stats::setNames(as.numeric(c("fleet", "local") == m$mode), c("fleet", "local"))
-       }),
-  list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge", store = "redis",
-       help = "Fleet breakers (Redis store): seconds since the last good sync with Redis (NaN before the first).",
-       samples = function(m) if (identical(m$store, "redis")) prom_field(m, "sync_lag")),
-  list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge", store = "redis",
-       help = "Fleet breakers (Redis store): the time of the last good sync with Redis, in seconds since the epoch.",
-       samples = function(m) if (identical(m$store, "redis")) prom_field(m, "last_sync"))
+       samples = function(m) prom_field(m, "times_opened"))
 )
 
 # A metric as a plain number (NaN when it is missing or NA).

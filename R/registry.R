@@ -38,7 +38,12 @@ breaker_for <- function(x, ...) {
   key <- registry_key(x)
   found <- registry_get(key)
   if (!is.null(found)) return(breaker_view(found))
-  args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), list(...))
+  given <- list(...)
+  args <- utils::modifyList(getOption("circuitbreaker.defaults", list()), given)
+  # modifyList() merges a list given into the default's list: a store given
+  # (a list) replaces the default's whole, since a merge of two stores would
+  # be neither.
+  for (arg in intersect(names(given), names(args))) args[arg] <- given[arg]
   args$name <- key
   do.call(circuit_breaker, args)
 }
@@ -57,10 +62,10 @@ breaker_get <- function(name) {
 breaker_list <- function() {
   names <- sort(ls(registry$entries, all.names = TRUE))
   metrics <- lapply(names, function(n) breaker_metrics(registry$entries[[n]]))
-  # Fleet breakers (Redis store) have more fields: the others get them as NA.
-  if (any(vapply(metrics, function(m) identical(m$store, "redis"), logical(1)))) {
-    metrics <- lapply(metrics, function(m) c(m, fleet_metrics_na[setdiff(names(fleet_metrics_na), names(m))]))
-  }
+  # Breakers of some stores have more fields (store_metrics(), store.R): the
+  # breakers of the other stores get them as NA.
+  extra <- store_fields_of_kinds(vapply(metrics, function(m) m$store, character(1)), store_metrics_na)
+  if (length(extra)) metrics <- lapply(metrics, function(m) c(m, extra[setdiff(names(extra), names(m))]))
   rows <- lapply(metrics, as.data.frame, stringsAsFactors = FALSE)
   if (length(rows) == 0L) {
     return(as.data.frame(circuit_breaker(name = NULL)$metrics(), stringsAsFactors = FALSE)[0, ])

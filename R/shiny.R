@@ -11,6 +11,9 @@
 #'
 #' * its state, in colour: `CLOSED` green, `OPEN` red, `HALF_OPEN` amber,
 #'   `FORCED_OPEN` purple, `DISABLED` grey;
+#' * for a shared breaker, its store: `host-shared` ([breaker_store_host()])
+#'   or `fleet-shared` ([breaker_store_redis()]; the tooltip names the Redis
+#'   URL, without its password, the prefix and the mode, `fleet` or `local`);
 #' * the calls made per second, over the last 5 to 10 seconds (the current
 #'   5-second bucket of `$history()` and the one before);
 #' * a sparkline of the failure rate per 5-second bucket over the last five
@@ -188,7 +191,7 @@ breaker_snapshot <- function(breaker, label) {
   list(
     label = label,
     name = if (is.na(m$name)) NA_character_ else m$name,
-    store = m$store,
+    badge = store_badge(core_store(view_core(breaker)), m),
     state = m$state,
     calls = m$calls,
     failures = m$failures,
@@ -276,8 +279,8 @@ card_info <- function(snap) {
     shiny::div(
       class = "cbdash-head",
       shiny::span(class = "cbdash-name", title = snap$label, snap$label),
-      if (identical(snap$store, "host")) {
-        shiny::span(class = "cbdash-store", title = "shared by every R process on this host", "host-shared")
+      if (!is.null(snap$badge)) {
+        shiny::span(class = "cbdash-store", title = snap$badge$tooltip, snap$badge$text)
       },
       shiny::span(
         class = paste0("cbdash-state cbdash-state-", snap$state),

@@ -1,3 +1,6 @@
+#' @include store.R
+NULL
+
 #' Breakers shared by every R process on a host
 #'
 #' @description
@@ -213,15 +216,15 @@
 #'   breaker_remove("example-inventory")
 #'   breaker_store_unlink("example-inventory", store)
 #' }
+#' @order 1
 #' @export
 breaker_store_host <- function(path = NULL, lock_timeout = 1) {
   if (!cb_host_supported()) {
-    cli::cli_abort(
+    abort_store(
+      "unsupported",
       c("Breakers shared by the processes of a host are not supported on this platform.",
         i = "They need robust process-shared mutexes, which Linux has (macOS and Windows do not).",
         i = "Use the default store (one breaker per process) here."),
-      class = c("circuit_breaker_store_unsupported", "circuit_breaker_store_error",
-                "circuit_breaker_error"),
       call = rlang::current_call()
     )
   }
@@ -243,10 +246,10 @@ breaker_store_host <- function(path = NULL, lock_timeout = 1) {
   }
   if (identical(verdict[[1]], "os_error")) {
     if (!is.null(path)) abort_bad_argument("path", must, path, call = rlang::current_call())
-    cli::cli_abort(
+    abort_store(
+      "os_error",
       c("Cannot make the default host store directory {.file {verdict[[2]]}}: {verdict[[3]]}.",
         i = "Give a directory of your own with {.arg path}."),
-      class = c("circuit_breaker_store_os_error", "circuit_breaker_store_error", "circuit_breaker_error"),
       path = verdict[[2]],
       reason = "os_error",
       call = rlang::current_call()
@@ -264,57 +267,43 @@ breaker_store_host <- function(path = NULL, lock_timeout = 1) {
             class = c("circuit_breaker_store_host", "circuit_breaker_store"))
 }
 
-#' @rdname breaker_store_host
-#' @export
-breaker_store_process <- function() {
-  structure(list(kind = "process", path = NULL),
-            class = c("circuit_breaker_store_process", "circuit_breaker_store"))
-}
+# The host store's methods (store.R says what each is asked).
+
+# nolint start: object_name_linter, object_length_linter. (lintr lints file by file and sees
+# only the generics of the file it lints; store.R holds these.)
 
 #' @export
-format.circuit_breaker_store <- function(x, ...) {
-  if (identical(x$kind, "host")) paste0("<circuit_breaker_store: host, ", x$path, ">")
-  else "<circuit_breaker_store: process>"
-}
+format.circuit_breaker_store_host <- function(x, ...) paste0("<circuit_breaker_store: host, ", x$path, ">")
 
-#' @export
-print.circuit_breaker_store <- function(x, ...) {
-  cat(format(x), sep = "\n")
-  invisible(x)
-}
-
-check_store <- function(x, arg = "store", call = rlang::caller_env()) {
-  if (is.null(x) || inherits(x, "circuit_breaker_store")) return(x)
-  abort_bad_argument(
-    arg, "NULL or a store from `breaker_store_host()`, `breaker_store_redis()` or `breaker_store_process()`",
-    x, call = call
-  )
-}
-
-# Where breaker `name` lives, for cb_create(): NULL for the process store,
-# the segment file's path in a host store, or the fleet's connection details
-# for a Redis store. A shared breaker needs a name: it is how processes find
-# each other.
-store_location <- function(store, name, call) {
-  if (is.null(store) || identical(store$kind, "process")) return(NULL)
-  if (is.null(name)) {
-    cli::cli_abort(
-      c("A shared breaker ({store$kind} store) needs a {.arg name}.",
-        i = "Processes that give the same name (and store) share one breaker."),
-      class = c("circuit_breaker_store_needs_name", "circuit_breaker_store_error",
-                "circuit_breaker_error", "circuit_breaker_invalid_argument"),
-      argument = "name",
-      call = call
-    )
-  }
-  # The core's one limit for host and fleet (breaker_name.hpp).
-  cb_check_name(name, shared = TRUE)
-  if (identical(store$kind, "redis")) return(redis_store_location(store, name, call))
-  # The lock's bound rides on the path to cb_create() (and is kept with it for
-  # re-attaching after readRDS()).
+# The segment file's path; the lock's bound rides on it to cb_create() (and
+# is kept with it for re-attaching after readRDS()).
+#' @exportS3Method
+store_location.circuit_breaker_store_host <- function(store, name, call) {
+  check_shared_name(store, name, call)
   structure(file.path(store$path, cb_segment_file_name(name)), lock_timeout = store$lock_timeout %||% 1)
 }
 
+#' @exportS3Method
+store_clock.circuit_breaker_store_host <- function(store) "the host's monotonic clock"
+
+#' @exportS3Method
+store_polls.circuit_breaker_store_host <- function(store) TRUE
+
+#' @exportS3Method
+store_label.circuit_breaker_store_host <- function(store, m) "host-shared"
+
+#' @exportS3Method
+store_badge.circuit_breaker_store_host <- function(store, m) {
+  list(text = "host-shared", tooltip = "shared by every R process on this host")
+}
+
+#' @exportS3Method
+store_unlink.circuit_breaker_store_host <- function(store, name, call) {
+  path <- as.character(store_location(store, name, call = call))
+  file.exists(path) && unlink(path) == 0L && !file.exists(path)
+}
+
+# nolint end
 check_host_store <- function(store, call = rlang::caller_env()) {
   if (!inherits(store, "circuit_breaker_store_host")) {
     abort_bad_argument("store", "a store from `breaker_store_host()`", store, call = call)
@@ -323,20 +312,7 @@ check_host_store <- function(store, call = rlang::caller_env()) {
 }
 
 #' @rdname breaker_store_host
-#' @export
-breaker_store_unlink <- function(name, store = breaker_store_host()) {
-  check_string(name)
-  if (inherits(store, "circuit_breaker_store_redis")) {
-    return(invisible(redis_store_unlink(name, store, call = rlang::current_call())))
-  }
-  if (!inherits(store, "circuit_breaker_store_host")) {
-    abort_bad_argument("store", "a store from `breaker_store_host()` or `breaker_store_redis()`", store)
-  }
-  path <- as.character(store_location(store, name, call = rlang::current_call()))
-  invisible(file.exists(path) && unlink(path) == 0L && !file.exists(path))
-}
-
-#' @rdname breaker_store_host
+#' @order 4
 #' @export
 breaker_store_segments <- function(store = breaker_store_host()) {
   check_host_store(store)
@@ -359,111 +335,73 @@ breaker_store_segments <- function(store = breaker_store_host()) {
   )
 }
 
-# Raised by the binding when a host segment cannot be opened or attached.
-# `reason` is the core's status name (segment.hpp) or "os_error"; `message`
-# is the core's wording (or the system's, for an os_error).
-# For wrong_config, `argument` is the first rule argument that differs, and
-# `given` and `stored` its values (the core's text: a number, `NULL` or a
-# window type) in this process and in the segment.
+# The host store's errors. The binding raises them by these names
+# (src/r_interface.cpp) when a segment cannot be opened or attached, is
+# refused, damaged or busy.
+
+# A segment that cannot be opened or attached. `reason` is the core's status
+# name (segment.hpp) or "os_error"; `message` is the core's wording (or the
+# system's, for an os_error). For wrong_config, `argument` is the first rule
+# argument that differs, and `given` and `stored` its values in this process
+# and in the segment.
 abort_host_store <- function(path, reason, message, argument = NULL, given = NULL, stored = NULL,
                              call = NULL) {
-  bullets <- c("Cannot share breaker segment {.file {path}}: {message}.")
   if (identical(reason, "wrong_config")) {
-    bullets <- c(
-      "Breaker segment {.file {path}} was created with another configuration.",
-      x = wrong_config_bullet(argument, given, stored, "the breaker was created with"),
-      i = paste("Every process sharing a breaker must give the same rule arguments;",
-                "or remove the segment with {.fn breaker_store_unlink} once no process uses it.")
+    abort_wrong_config(
+      "Breaker segment {.file {path}}", "the breaker was created with",
+      "or remove the segment with {.fn breaker_store_unlink} once no process uses it.",
+      argument, given, stored, path = path, reason = reason, call = call
     )
-  } else if (reason %in% c("wrong_layout", "corrupt", "too_small", "init_timeout")) {
+  }
+  bullets <- c("Cannot share breaker segment {.file {path}}: {message}.")
+  if (reason %in% c("wrong_layout", "corrupt", "too_small", "init_timeout")) {
     bullets <- c(bullets, i = "Remove it with {.fn breaker_store_unlink} (or {.code rm}) once no process uses it.")
   }
-  cli::cli_abort(
-    bullets,
-    class = c(paste0("circuit_breaker_store_", reason), "circuit_breaker_store_error",
-              "circuit_breaker_error"),
-    path = path,
-    reason = reason,
-    argument = argument,
-    given = given,
-    stored = stored,
-    call = call
-  )
+  abort_store(reason, bullets, path = path, reason = reason, argument = argument, given = given,
+              stored = stored, call = call)
 }
 
-# The bullet naming the differing argument, for cli in a frame that holds
-# `argument`, `given` and `stored`: "`window_size` is `50` in this process;
-# the breaker was created with `100`." (both values when the core read them).
-wrong_config_bullet <- function(argument, given, stored, whose) {
-  if (is.null(argument)) return(NULL)
-  if (is.null(given) || is.null(stored)) return(paste0("{.arg {argument}} differs from the value ", whose, "."))
-  paste0("{.arg {argument}} is {.code {given}} in this process; ", whose, " {.code {stored}}.")
-}
-
-# Raised when the core refuses a file or directory of a host store as not
-# this user's (store_files.hpp): `path` is what it refused and `reason` its
+# A file or directory of the store that the core refused as not this
+# user's (store_files.hpp): `path` is what it refused and `reason` its
 # words; `segment` is the breaker's segment file when a breaker was being
 # created (then `path` is that file or its directory).
 abort_host_untrusted <- function(path, reason, segment = NULL, call = NULL) {
   what <- if (identical(path, segment)) "host store file" else "host store directory"
-  cli::cli_abort(
+  abort_store(
+    "untrusted",
     c(paste("Refusing to use", what, "{.file {path}}: {reason}."),
       i = paste("A host store uses only what this user made: segment files that are regular files",
                 "of this user with mode 0600 (never a link), in directories of this user or root that",
                 "only they can change (sticky when others may write)."),
       i = paste("Another user may have put it there. Remove it (as its owner or root), or give",
                 "{.fn breaker_store_host} a {.arg path} of your own.")),
-    class = c("circuit_breaker_store_untrusted", "circuit_breaker_store_error", "circuit_breaker_error"),
-    path = path,
-    reason = "untrusted",
-    detail = reason,
-    segment = segment,
-    call = call
+    path = path, reason = "untrusted", detail = reason, segment = segment, call = call
   )
 }
 
-# Raised when a host segment in use turns out to be broken (its header was
-# overwritten, a value in it is out of range, or its lock is unrecoverable).
+# A segment in use that turns out to be broken (its header was overwritten,
+# a value in it is out of range, or its lock is unrecoverable).
 abort_host_broken <- function(path, call = NULL) {
-  cli::cli_abort(
+  abort_store(
+    "corrupt",
     c(paste("Breaker segment {.file {path}} is damaged: it was overwritten (a value is out of range),",
             "or its lock cannot be recovered."),
       i = "Remove it with {.fn breaker_store_unlink} and create the breaker again."),
-    class = c("circuit_breaker_store_corrupt", "circuit_breaker_store_error", "circuit_breaker_error"),
-    path = path,
-    reason = "corrupt",
-    call = call
+    path = path, reason = "corrupt", call = call
   )
 }
 
-# Raised when a host segment's lock was still held after the bound of the
-# wait (`seconds`): its holder is stopped or its owner word forged. Not
-# damage: the breaker works again as soon as the lock is free.
+# A segment whose lock was still held after the bound of the wait
+# (`seconds`): its holder is stopped or its owner word forged. Not damage:
+# the breaker works again as soon as the lock is free.
 abort_host_busy <- function(path, seconds, call = NULL) {
-  cli::cli_abort(
+  abort_store(
+    "busy",
     c("Breaker segment {.file {path}} is busy: its lock was still held after {seconds} second{?s}.",
       i = paste("A process holding it may be stopped (SIGSTOP, a debugger) or the segment tampered with;",
                 "this breaker works again once the lock is free."),
       i = paste("Find the holder with {.code fuser {path}}; or remove the segment with",
                 "{.fn breaker_store_unlink} and create the breaker again.")),
-    class = c("circuit_breaker_store_busy", "circuit_breaker_store_error", "circuit_breaker_error"),
-    path = path,
-    reason = "busy",
-    seconds = seconds,
-    call = call
-  )
-}
-
-# Raised by $configure() on a shared (host or Redis) breaker for the core's
-# arguments.
-abort_host_configure <- function(arguments, call = NULL) {
-  cli::cli_abort(
-    c("The rule arguments of a shared breaker cannot be changed: {.arg {arguments}}.",
-      i = "They are the shared breaker's identity; every process must agree on them.",
-      i = paste("Stop the processes, remove the shared state ({.fn breaker_store_unlink} for a host store,",
-                "the breaker's keys for a Redis store), and create the breaker again with the new arguments.")),
-    class = c("circuit_breaker_store_configure", "circuit_breaker_store_error", "circuit_breaker_error"),
-    arguments = arguments,
-    call = call
+    path = path, reason = "busy", seconds = seconds, call = call
   )
 }

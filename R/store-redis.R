@@ -1,4 +1,4 @@
-#' @include checks.R conditions.R
+#' @include checks.R conditions.R store.R
 NULL
 
 #' Breakers shared by a fleet of hosts through Redis
@@ -258,16 +258,57 @@ check_redis_store <- function(store, call = rlang::caller_env()) {
   store
 }
 
-# What cb_create() needs to join the fleet. The clock offset is a test hook:
-# CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's clock, to
-# show that the hosts' clocks do not matter.
-# (The name was checked by store_location(), against the core's limit.)
-redis_store_location <- function(store, name, call) {
+# The Redis store's methods (store.R says what each is asked).
+
+# nolint start: object_name_linter, object_length_linter. (lintr lints file by file and sees
+# only the generics of the file it lints; store.R holds these.)
+
+# What cb_create() needs to join the fleet: the connection details and the
+# name.
+#' @exportS3Method
+store_location.circuit_breaker_store_redis <- function(store, name, call) {
+  check_shared_name(store, name, call)
   c(redis_store_spec(store), list(name = name))
 }
 
+#' @exportS3Method
+store_clock.circuit_breaker_store_redis <- function(store) "Redis `TIME` (the fleet's clock)"
+
+#' @exportS3Method
+store_polls.circuit_breaker_store_redis <- function(store) TRUE
+
+#' @exportS3Method
+store_link_news.circuit_breaker_store_redis <- function(store) fleet_link_news(store)
+
+#' @exportS3Method
+store_label.circuit_breaker_store_redis <- function(store, m) paste0("fleet-shared, ", m$mode)
+
+# While the store runs on local rules, print() says why.
+#' @exportS3Method
+store_format_lines.circuit_breaker_store_redis <- function(store, m) {
+  if (identical(m$mode, "local") && !is.na(m$last_error)) {
+    paste0("  last error of the link to Redis: ", m$last_error)
+  } else {
+    character()
+  }
+}
+
+# The tooltip names the masked URL (never the password) and the mode.
+#' @exportS3Method
+store_badge.circuit_breaker_store_redis <- function(store, m) {
+  mode <- if (identical(m$mode, "local")) "local (Redis unreachable: local rules)" else m$mode
+  list(text = "fleet-shared",
+       tooltip = paste0("shared by a fleet through Redis ", store$url, ", prefix ", store$prefix,
+                        "; mode: ", mode))
+}
+
+#' @exportS3Method
+store_unlink.circuit_breaker_store_redis <- function(store, name, call) redis_store_unlink(name, store, call)
+
 # The connection details that identify the sync thread of `store` in this
-# process (one per store, whatever the breaker).
+# process (one per store, whatever the breaker). The clock offset is a test
+# hook: CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's
+# clock, to show that the hosts' clocks do not matter.
 redis_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
@@ -276,7 +317,8 @@ redis_store_spec <- function(store) {
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
-fleet_metrics <- function(ptr) {
+#' @exportS3Method
+store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
   info <- cb_fleet_info(ptr)
   list(
     mode = info$mode,
@@ -294,9 +336,36 @@ fleet_metrics <- function(ptr) {
 link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 
 # The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
-fleet_metrics_na <- list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-                         fleet_calls = NA_real_, fleet_failures = NA_real_,
-                         last_error = NA_character_)
+#' @exportS3Method
+store_metrics_na.circuit_breaker_store_redis <- function(store) {
+  list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
+       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_)
+}
+
+# The status routes show the link, not the fleet's counts.
+#' @exportS3Method
+store_status_fields.circuit_breaker_store_redis <- function(store) {
+  c("mode", "sync_lag", "last_sync", "last_error")
+}
+
+#' @exportS3Method
+store_prometheus_families.circuit_breaker_store_redis <- function(store) {
+  list(
+    list(name = "circuitbreaker_fleet_mode", type = "gauge",
+         help = paste("Fleet breakers (Redis store): 1 for the current mode, fleet (in step with Redis)",
+                      "or local (Redis unreachable: local rules), 0 for the other."),
+         label = "mode",
+         samples = function(m) stats::setNames(as.numeric(c("fleet", "local") == m$mode), c("fleet", "local"))),
+    list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge",
+         help = "Fleet breakers (Redis store): seconds since the last good sync with Redis (NaN before the first).",
+         samples = function(m) prom_field(m, "sync_lag")),
+    list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge",
+         help = paste("Fleet breakers (Redis store): the time of the last good sync with Redis,",
+                      "in seconds since the epoch."),
+         samples = function(m) prom_field(m, "last_sync"))
+  )
+}
+# nolint end
 
 #' @export
 format.circuit_breaker_store_redis <- function(x, ...) {
@@ -318,12 +387,12 @@ format.circuit_breaker_store_redis <- function(x, ...) {
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
-  cli::cli_abort(
+  abort_store(
+    "unavailable",
     c("The Redis store needs hiredis, which this installation of circuitbreaker was built without.",
       i = paste("Install it (Debian/Ubuntu: {.code apt-get install libhiredis-dev};",
                 "Fedora: {.code dnf install hiredis-devel}; macOS: {.code brew install hiredis}),",
                 "then install circuitbreaker again.")),
-    class = c("circuit_breaker_store_unavailable", "circuit_breaker_store_error", "circuit_breaker_error"),
     call = call
   )
 }
@@ -333,16 +402,10 @@ abort_redis_unavailable <- function(value = NULL, call = NULL) {
 # `given` and `stored` are that argument's values (the core's text) in this
 # process and in the fleet.
 abort_fleet_wrong_config <- function(name, argument = NULL, given = NULL, stored = NULL, call = NULL) {
-  cli::cli_abort(
-    c("Fleet breaker {.val {name}} was created with another configuration.",
-      x = wrong_config_bullet(argument, given, stored, "the fleet uses"),
-      i = paste("Every process sharing a breaker must give the same rule arguments;",
-                "or remove the breaker's keys with {.fn breaker_store_unlink} once no process uses it.")),
-    class = c("circuit_breaker_store_wrong_config", "circuit_breaker_store_error", "circuit_breaker_error"),
-    argument = argument,
-    given = given,
-    stored = stored,
-    call = call
+  abort_wrong_config(
+    "Fleet breaker {.val {name}}", "the fleet uses",
+    "or remove the breaker's keys with {.fn breaker_store_unlink} once no process uses it.",
+    argument, given, stored, call = call
   )
 }
 
@@ -421,11 +484,11 @@ redis_store_unlink <- function(name, store, call) {
 
 # Raised by the binding when a fleet breaker's keys could not be removed.
 abort_fleet_unreachable <- function(name, reason, call = NULL) {
-  cli::cli_abort(
+  abort_store(
+    "unreachable",
     c("Cannot remove the keys of fleet breaker {.val {name}}: Redis did not answer.",
       x = "{reason}",
       i = "Check the store's URL and that the server answers ({.fn breaker_store_redis_ping})."),
-    class = c("circuit_breaker_store_unreachable", "circuit_breaker_store_error", "circuit_breaker_error"),
     breaker = name,
     reason = reason,
     call = call

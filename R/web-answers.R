@@ -5,19 +5,22 @@
 # answers into their own request and response objects, so that both APIs
 # say the same thing in the same words.
 
-# The fields of a breaker's metrics that the status endpoints show.
+# The fields of every breaker's metrics that the status endpoints show; a
+# store adds its own (store_status_fields(), store.R).
 web_status_fields <- c(
   "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
   "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
-  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe",
-  "mode", "sync_lag", "last_sync", "last_error"
+  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe"
 )
 
 # One breaker's status object, from its metrics (a list or a row of
 # breaker_list()): times as ISO 8601 in UTC, non-finite numbers as NA (JSON
-# null).
-web_status <- function(m) {
-  out <- m[intersect(web_status_fields, names(m))]
+# null). `kinds` are the stores whose fields it shows: its own, or those of
+# every breaker listed with it (breaker_list() gives each row the fields of
+# every store in the list).
+web_status <- function(m, kinds = m[["store"]]) {
+  fields <- c(web_status_fields, store_fields_of_kinds(kinds, store_status_fields))
+  out <- m[intersect(fields, names(m))]
   lapply(out, function(x) {
     x <- x[[1]]
     if (inherits(x, "POSIXct")) return(if (is.na(x)) NA_character_ else format(x, "%Y-%m-%dT%H:%M:%OS3Z", tz = "UTC"))
@@ -28,7 +31,7 @@ web_status <- function(m) {
 # The status objects of every registered breaker, for GET {path}.
 web_statuses <- function() {
   df <- breaker_list()
-  lapply(seq_len(nrow(df)), function(i) web_status(as.list(df[i, , drop = FALSE])))
+  lapply(seq_len(nrow(df)), function(i) web_status(as.list(df[i, , drop = FALSE]), kinds = df$store))
 }
 
 # A circuit_breaker_open condition: `err` itself or one of its parents.

@@ -1,4 +1,4 @@
-# The async plumber deficit (issue 12): requests per second and server CPU
+# The async plumber deficit: requests per second and server CPU
 # per request of a synchronous and an asynchronous guarded endpoint whose
 # breakers are open, as shares of a trivial endpoint's in the same server
 # process and the same round, and an Rprof profile of the server.
@@ -47,13 +47,14 @@ spec <- list(
 )
 defaults <- list(seconds = 0.5, slices = 4, rounds = 5, concurrency = 8, hanging = 8, "profile-seconds" = 4)
 
-this_file <- local({
-  file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
-  if (length(file_arg)) sub("^--file=", "", file_arg[[1]]) else file.path("bench", "async-plumber.R")
-})
-this_file <- gsub("~+~", " ", this_file, fixed = TRUE)
-# usage(), parse_options(), as_flag(), as_bounded_number(), new_stoppers():
-source(file.path(dirname(this_file), "script-options.R"))
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+# usage(), parse_options(), as_flag(), as_bounded_number(); new_stoppers(),
+# start_plumber(), start_ready(); request_handle(), get_json(); now(),
+# process_cpu():
+for (file in c("options.R", "processes.R", "http.R", "clock.R")) {
+  source(file.path(dirname(this_file), "harness", file))
+}
 
 # nolint start: object_usage_linter.
 values <- parse_options(commandArgs(TRUE), spec)
@@ -65,26 +66,6 @@ stoppers <- new_stoppers()
 # nolint end
 
 endpoints <- c("trivial", "guarded", "guarded-async", "guarded-async-promise", "promise")
-now <- function() as.numeric(Sys.time())
-clock_ticks <- as.numeric(system("getconf CLK_TCK", intern = TRUE))
-
-# utime + stime of a process, in seconds (fields 14 and 15 of /proc/pid/stat;
-# the command name, in parentheses, may contain spaces).
-cpu_seconds <- function(pid) {
-  stat <- readLines(sprintf("/proc/%d/stat", pid), warn = FALSE)
-  fields <- strsplit(sub("^.*\\) ", "", stat), " ", fixed = TRUE)[[1]]
-  sum(as.numeric(fields[12:13])) / clock_ticks
-}
-
-new_handle <- function(timeout = 10) {
-  handle <- curl::new_handle(timeout_ms = timeout * 1000, forbid_reuse = TRUE)
-  curl::handle_setheaders(handle, Connection = "close")
-}
-get_json <- function(url) {
-  res <- curl::curl_fetch_memory(url, handle = new_handle())
-  if (res$status_code != 200) stop(url, " answered HTTP ", res$status_code)
-  jsonlite::fromJSON(rawToChar(res$content))
-}
 
 # A socket that accepts connections (the kernel's backlog) and never answers.
 hang_port <- httpuv::randomPort(host = "127.0.0.1")
@@ -93,32 +74,18 @@ stoppers$add(function() close(hang_socket))
 dead_port <- httpuv::randomPort(host = "127.0.0.1")  # nothing listens there
 
 start_server <- function(label) {
-  port <- httpuv::randomPort(host = "127.0.0.1")
-  log <- tempfile(paste0("async-plumber-", label, "-"), fileext = ".log")
   env <- c(ASYNC_BENCH_DEAD_URL = sprintf("http://127.0.0.1:%d/data", dead_port),
            ASYNC_BENCH_HANG_URL = sprintf("http://127.0.0.1:%d/data", hang_port),
            ASYNC_BENCH_MAX_LIFETIME = "1800")
-  process <- callr::r_bg(
-    function(api_file, port, env) {
-      do.call(Sys.setenv, as.list(env))
-      loadNamespace("circuitbreaker")
-      router <- plumber::plumb(api_file)
-      router$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
+  server <- start_ready(
+    function() {
+      start_plumber(file.path(dirname(this_file), "async-plumber-api.R"), env, stoppers,
+                    log_prefix = paste0("async-plumber-", label, "-"), keep_log = TRUE)
     },
-    args = list(api_file = file.path(dirname(this_file), "async-plumber-api.R"), port = port, env = env),
-    stdout = log, stderr = "2>&1", supervise = TRUE
+    "/trivial", 30,
+    fail = function(s) stop("the ", label, " server did not start:\n", paste(s$errors(), collapse = "\n"))
   )
-  stoppers$add(function() process$kill())
-  base <- paste0("http://127.0.0.1:", port)
-  for (i in 1:300) {
-    ok <- tryCatch(curl::curl_fetch_memory(paste0(base, "/trivial"), handle = new_handle(1))$status_code == 200,
-                   error = function(e) FALSE)
-    if (ok) break
-    if (!process$is_alive() || i == 300L) {
-      stop("the ", label, " server did not start:\n", paste(readLines(log), collapse = "\n"))
-    }
-    Sys.sleep(0.1)
-  }
+  base <- server$base
   get_json(paste0(base, "/control/trip"))
   for (i in 1:100) {
     state <- get_json(paste0(base, "/control/state"))
@@ -126,7 +93,7 @@ start_server <- function(label) {
     if (i == 100L) stop("the ", label, " server's breakers did not open")
     Sys.sleep(0.05)
   }
-  list(label = label, base = base, pid = process$get_pid(), process = process)
+  list(label = label, base = base, pid = server$process$get_pid(), process = server$process)
 }
 
 # `concurrency` requests in flight at `url` for `seconds`; the answers that
@@ -137,7 +104,7 @@ drive <- function(url, seconds, concurrency) {
   failed <- 0L
   open <- TRUE
   launch <- function() {
-    curl::curl_fetch_multi(url, pool = pool, handle = new_handle(),
+    curl::curl_fetch_multi(url, pool = pool, handle = request_handle(10),
       done = function(res) {
         if (res$status_code == 200L) done <<- done + 1L else failed <<- failed + 1L
         if (open) launch()
@@ -167,10 +134,10 @@ drive <- function(url, seconds, concurrency) {
 }
 
 measure <- function(server, endpoint, seconds) {
-  cpu0 <- cpu_seconds(server$pid)
+  cpu0 <- process_cpu(server$pid)
   r <- drive(paste0(server$base, "/", endpoint), seconds, opt$concurrency)
   data.frame(server = server$label, endpoint = endpoint, requests = r$done, failed = r$failed,
-             seconds = r$seconds, cpu = cpu_seconds(server$pid) - cpu0)
+             seconds = r$seconds, cpu = process_cpu(server$pid) - cpu0)
 }
 
 load_average <- function() paste(utils::head(scan("/proc/loadavg", what = "", quiet = TRUE), 3), collapse = " ")
@@ -194,9 +161,9 @@ for (server in servers) for (ep in endpoints) drive(paste0(server$base, "/", ep)
 
 # Idle CPU: what each server burns with no request at all (later callbacks).
 idle <- vapply(servers, function(s) {
-  cpu0 <- cpu_seconds(s$pid)
+  cpu0 <- process_cpu(s$pid)
   Sys.sleep(2)
-  (cpu_seconds(s$pid) - cpu0) / 2
+  (process_cpu(s$pid) - cpu0) / 2
 }, numeric(1))
 
 # A round: --slices turns of --seconds per endpoint and server, in rotating

@@ -9,7 +9,10 @@
 # implementation of the original class (from the article this package
 # follows), and at most 1 us.
 suppressPackageStartupMessages(library(circuitbreaker))
-source(file.path("bench", "seed_r6.R"))
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+source(file.path(dirname(this_file), "seed_r6.R"))
+source(file.path(dirname(this_file), "harness", "format.R"))  # fmt(), verdict()
 
 iterations <- as.integer(Sys.getenv("CB_BENCH_ITERATIONS", "200000"))
 f <- function() 1
@@ -68,7 +71,6 @@ results <- bench::mark(
 )
 
 median_ns <- function(name) as.numeric(results$median[names(results$expression) == name]) * 1e9
-fmt <- function(ns) if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
 base <- median_ns("tryCatch(f(), error = function(e) fb())")
 seed <- median_ns("OPEN: seed R6 execute(f, fb)")
 rows <- vapply(seq_len(nrow(results)), function(i) {
@@ -88,9 +90,9 @@ cat(
   "|---|---|---|---|---|\n",
   paste0(rows, "\n"),
   sprintf("\nCLOSED: %.2fx the bare tryCatch (budget <= 1.3x): %s\n", closed_ratio,
-          if (closed_ratio <= 1.3) "met" else "MISSED"),
+          verdict(closed_ratio <= 1.3)),
   sprintf("OPEN with fallback: %s, %.1fx faster than the seed R6 class (budget >= 20x and <= 1 us): %s\n",
           fmt(open_ns), seed / open_ns,
-          if (seed / open_ns >= 20 && open_ns <= 1000) "met" else "MISSED"),
+          verdict(seed / open_ns >= 20 && open_ns <= 1000)),
   sep = ""
 )

@@ -32,18 +32,15 @@
 # exit with every child process. Whole run: about three minutes.
 suppressPackageStartupMessages(library(circuitbreaker))
 stopifnot(circuitbreaker:::cb_host_supported())
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+for (file in c("format.R", "clock.R")) source(file.path(dirname(this_file), "harness", file))
 
 iterations <- as.integer(Sys.getenv("CB_BENCH_ITERATIONS", "200000"))
 runs <- as.integer(Sys.getenv("CB_BENCH_RUNS", "4"))
 seconds <- as.numeric(Sys.getenv("CB_BENCH_SECONDS", "3"))
 rounds <- as.integer(Sys.getenv("CB_BENCH_ROUNDS", "4"))
 process_counts <- c(1L, 2L, 4L)
-
-fmt <- function(ns) if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
-fmt_x <- function(x) sprintf("%.2fx", x)
-fmt_range <- function(x, f) paste0(f(min(x)), "-", f(max(x)))
-fmt_n <- function(x) formatC(round(x), format = "d", big.mark = ",")
-verdict <- function(ok) if (ok) "met" else "MISSED"
 
 # One process of the throughput test. Runs in a fresh R (callr), so it is
 # self-contained. It creates its breaker and warms up on another breaker of
@@ -80,13 +77,6 @@ hammer <- function(kind, dir, name, ready_file, start_file, seconds, max_calls) 
   cpu <- proc.time() - cpu0
   list(calls = calls, elapsed = now - start, cpu = unname(cpu[["user.self"]] + cpu[["sys.self"]]),
        sys = unname(cpu[["sys.self"]]), state = cb$state)
-}
-
-# Busy CPU time of the whole machine so far, in seconds (the first line of
-# /proc/stat, in clock ticks of 1/100 s).
-busy_cpu_seconds <- function() {
-  ticks <- as.numeric(strsplit(readLines("/proc/stat", n = 1L), " +")[[1]][-1])
-  sum(ticks[c(1, 2, 3, 6, 7)]) / 100  # user, nice, system, irq, softirq
 }
 
 main <- function() {

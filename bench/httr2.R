@@ -45,6 +45,9 @@ suppressPackageStartupMessages({
   library(circuitbreaker)
   library(httr2)
 })
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+source(file.path(dirname(this_file), "harness", "format.R"))  # fmt(), for times
 
 if (!"failure_threshold" %in% names(formals(httr2::req_retry))) {
   stop(sprintf(paste0(
@@ -144,15 +147,6 @@ if (!inherits(tryCatch(req_perform(req_httr2), error = identity), "httr2_breaker
 ids <- as.character(results$expression)
 median_ns <- as.numeric(results$median) * 1e9
 names(median_ns) <- ids
-fmt <- function(ns) {
-  if (ns >= 1e6) {
-    sprintf("%.2f ms", ns / 1e6)
-  } else if (ns >= 1000) {
-    sprintf("%.2f us", ns / 1000)
-  } else {
-    sprintf("%.0f ns", ns)
-  }
-}
 base <- median_ns[["httr2"]]
 rows <- vapply(seq_along(ids), function(i) {
   sprintf("| %s | %s | %s | %d | %sx | %sx |", labels[[ids[i]]], fmt(median_ns[[i]]),

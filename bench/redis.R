@@ -10,7 +10,8 @@
 # The script starts its own redis-server on 127.0.0.1, on a random free port
 # (--save '' --appendonly no, a private --dir under tempdir()), checks that
 # the server answering is the one it started (INFO's process_id), and stops
-# it on exit, error included. No traffic goes anywhere else.
+# it on exit, error included: redis_server_start() (bench/harness/redis.R),
+# as the tests start theirs. No traffic goes anywhere else.
 #
 # 1. cb$execute(function() "ok") in CLOSED, in-process vs Redis store
 #    (breaker_store_redis(url, prefix, sync_interval = 0.1, timeout = 0.1)).
@@ -55,6 +56,11 @@
 suppressPackageStartupMessages(library(circuitbreaker))
 stopifnot(circuitbreaker:::cb_redis_available(), nzchar(Sys.which("redis-server")),
           requireNamespace("processx", quietly = TRUE), file.exists("/proc/self/task"))
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+# fmt(), fmt_x(), fmt_range(), fmt_n(), verdict(); threads(), thread_cpu(),
+# process_cpu(), busy_cpu_seconds(); redis_server_start():
+for (file in c("format.R", "clock.R", "redis.R")) source(file.path(dirname(this_file), "harness", file))
 
 iterations <- as.integer(Sys.getenv("CB_BENCH_ITERATIONS", "50000"))
 runs <- as.integer(Sys.getenv("CB_BENCH_RUNS", "12"))
@@ -65,64 +71,12 @@ stopifnot(iterations > 0, runs > 0, baseline_iterations > 0, all(is.finite(other
 main_interval <- 0.1
 store_timeout <- 0.1
 
-fmt <- function(ns) if (ns >= 1000) sprintf("%.2f us", ns / 1000) else sprintf("%.0f ns", ns)
-fmt_x <- function(x) if (max(x) >= 100) sprintf("%.0fx", x) else sprintf("%.2fx", x)
-fmt_range <- function(x, f) paste0(f(min(x)), "-", f(max(x)))
-fmt_n <- function(x) formatC(round(x), format = "d", big.mark = ",")
-verdict <- function(ok) if (ok) "met" else "MISSED"
-
 redis_call <- circuitbreaker:::cb_redis_call
 # A command whose error reply stops the script.
 rcall <- function(conn, args) {
   reply <- redis_call(conn, args)
   if (isTRUE(attr(reply, "redis_error"))) stop("Redis: ", paste(args, collapse = " "), ": ", reply)
   reply
-}
-
-# CPU seconds from /proc: clock ticks of one stat line (utime + stime, the
-# 14th and 15th fields, counted after the command name in parentheses).
-clock_ticks <- as.numeric(system2("getconf", "CLK_TCK", stdout = TRUE))
-stat_cpu <- function(path) {
-  line <- tryCatch(readLines(path, n = 1L, warn = FALSE), error = function(e) "", warning = function(w) "")
-  if (!length(line) || !nzchar(line)) return(0)  # gone (a thread that ended)
-  fields <- strsplit(sub("^.*\\) ", "", line), " ")[[1]]
-  sum(as.numeric(fields[12:13])) / clock_ticks
-}
-threads <- function() list.files("/proc/self/task")
-thread_cpu <- function(tids) sum(vapply(file.path("/proc/self/task", tids, "stat"), stat_cpu, 0))
-process_cpu <- function(pid) stat_cpu(file.path("/proc", pid, "stat"))
-# Busy CPU time of the whole machine so far (the first line of /proc/stat).
-busy_cpu_seconds <- function() {
-  ticks <- as.numeric(strsplit(readLines("/proc/stat", n = 1L), " +")[[1]][-1])
-  sum(ticks[c(1, 2, 3, 6, 7)]) / clock_ticks  # user, nice, system, irq, softirq
-}
-
-# A redis-server of our own: a random port below 32768 (where Linux takes the
-# ports of outgoing connections); another port when that one is taken (the
-# server exits, or INFO names another process).
-start_redis <- function(dir, tries = 5L) {
-  for (port in sample(20000:32767, tries)) {
-    proc <- processx::process$new(
-      Sys.which("redis-server"),
-      c("--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
-        "--daemonize", "no", "--loglevel", "warning"),
-      stdout = file.path(dir, sprintf("redis-%d.log", port)), stderr = "2>&1",
-      cleanup = TRUE, supervise = TRUE)
-    url <- sprintf("redis://127.0.0.1:%d/0", port)
-    probe <- breaker_store_redis(url, timeout = 0.5)
-    deadline <- Sys.time() + 10
-    while (proc$is_alive() && !isTRUE(breaker_store_redis_ping(probe)) && Sys.time() < deadline) {
-      Sys.sleep(0.05)
-    }
-    if (proc$is_alive() && isTRUE(breaker_store_redis_ping(probe))) {
-      conn <- circuitbreaker:::cb_redis_connect(url, 0.5)
-      info <- rcall(conn, c("INFO", "server"))
-      pid <- as.integer(sub(".*process_id:([0-9]+).*", "\\1", info))
-      if (identical(pid, proc$get_pid())) return(list(process = proc, port = port, url = url, conn = conn))
-    }
-    if (proc$is_alive()) proc$kill()
-  }
-  stop("could not start redis-server on 127.0.0.1 in ", tries, " tries (see the logs in ", dir, ")")
 }
 
 # The per-call design: the state lives in Redis only, and every call reads it.
@@ -164,13 +118,14 @@ main <- function() {
   dir.create(dir, mode = "0700")
   server <- NULL
   on.exit({
-    if (!is.null(server) && server$process$is_alive()) server$process$kill()
+    if (!is.null(server)) server$stop()
     unlink(dir, recursive = TRUE)
   })
-  server <- start_redis(dir)
-  conn <- server$conn
+  # On a free port; checked to be the server answering (INFO's process_id).
+  server <- redis_server_start(dir)
+  conn <- circuitbreaker:::cb_redis_connect(server$url, 0.5)
   prefix <- sprintf("cb-bench-%d", Sys.getpid())
-  redis_pid <- server$process$get_pid()
+  redis_pid <- server$pid
 
   fb <- function() 2
   failing <- function() stop("down")

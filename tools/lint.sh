@@ -9,7 +9,8 @@
 #                                 then check (lintr has no fixer: R lints are only reported)
 #
 # R: lintr with the project's .lintr, on R/ (without the generated
-# R/RcppExports.R), tests/testthat/, bench/ (and its folders) and any R scripts in tools/.
+# R/RcppExports.R), tests/testthat/, bench/ (and its folders), inst/redis/ (the tests' and
+# benchmarks' redis-server) and any R scripts in tools/.
 # The .lintr keeps lintr's default linters with three changes:
 #   - line_length_linter(120): the code base's width (R/ has 4 longer lines, ~140 above 100);
 #   - object_name_linter also accepts CamelCase (R6 class generators such as
@@ -119,7 +120,7 @@ fi
 package_files=()
 while IFS= read -r f; do
   [ -z "$f" ] || [ "$f" = R/RcppExports.R ] || package_files+=("$f")
-done < <(selected R/*.R bench/*.R bench/*/*.R tools/*.R)
+done < <(selected R/*.R bench/*.R bench/*/*.R inst/redis/*.R tools/*.R)
 test_files=()
 while IFS= read -r f; do
   [ -z "$f" ] || test_files+=("$f")
@@ -144,11 +145,40 @@ lint_files <- function(files) {
   lints <- unlist(lapply(files, function(f) unclass(lintr::lint(f, cache = FALSE))), recursive = FALSE)
   structure(if (is.null(lints)) list() else lints, class = "lints")
 }
-found <- lint_files(package_files)
+bench_files <- package_files[startsWith(package_files, "bench/")]
+redis_files <- package_files[startsWith(package_files, "inst/redis/")]
+found <- lint_files(setdiff(package_files, c(bench_files, redis_files)))
+# inst/redis/ as it is used: its files sourced together (the topologies
+# call redis_server_start() and redis_cli() of the others).
+redis_shared <- list.files("inst/redis", "\\.R$", full.names = TRUE)
+if (length(redis_files)) {
+  redis_env <- attach(NULL, name = "circuitbreaker:inst-redis")
+  for (f in redis_shared) sys.source(f, envir = redis_env, keep.source = FALSE)
+  found <- structure(c(unclass(found), unclass(lint_files(redis_files))), class = "lints")
+  detach("circuitbreaker:inst-redis")
+}
+# The benchmarks as they run: what they source from bench/harness/ attached
+# (bench/harness/redis.R is inst/redis/redis-server.R; it finds that file
+# from its own path, which sys.source() does not give it).
+if (length(bench_files)) {
+  harness <- attach(NULL, name = "circuitbreaker:bench-harness")
+  shared <- c(setdiff(list.files("bench/harness", "\\.R$", full.names = TRUE), "bench/harness/redis.R"),
+              "inst/redis/redis-server.R")
+  for (f in shared) {
+    tryCatch(sys.source(f, envir = harness, keep.source = FALSE),
+             error = function(e) message("lint: could not load ", f, ": ", conditionMessage(e)))
+  }
+  found <- structure(c(unclass(found), unclass(lint_files(bench_files))), class = "lints")
+  detach("circuitbreaker:bench-harness")
+}
 # The tests as testthat sees them: testthat attached, the helpers loaded.
 if (length(test_files)) {
   suppressPackageStartupMessages(library(testthat))
   helpers <- attach(NULL, name = "circuitbreaker:test-helpers")
+  # helper-redis.R's redis_server_start() and helper-redis-topologies.R's
+  # functions, which they take from the installed package (whichever version
+  # lintr runs with), from this tree.
+  for (f in redis_shared) sys.source(f, envir = helpers, keep.source = FALSE)
   for (f in list.files("tests/testthat", "^helper.*\\.[Rr]$", full.names = TRUE)) {
     tryCatch(sys.source(f, envir = helpers, keep.source = FALSE),
              error = function(e) message("lint: could not load ", f, ": ", conditionMessage(e)))

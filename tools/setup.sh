@@ -45,7 +45,9 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server iproute2)
 system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
-# libFuzzer target (tests/cpp, `make fuzz`).
+# libFuzzer target (tests/cpp, `make fuzz`), and a mingw-w64 cross compiler
+# for the check that every header compiles on its own for Windows too
+# (`make headers`).
 # Lane 2 builds packages from source that link against system libraries:
 # curl (and httr2, otelsdk) against libcurl; plumber2's graphics stack (ragg,
 # svglite, textshaping, systemfonts) against freetype, fontconfig, harfbuzz,
@@ -63,8 +65,8 @@ if [ "$lane2" = 1 ]; then
   done
 fi
 if [ "${CB_SETUP_HARDENING:-0}" = 1 ]; then
-  system_packages+=(clang-14 libclang-rt-14-dev)
-  system_commands+=(clang++-14)
+  system_packages+=(clang-14 libclang-rt-14-dev g++-mingw-w64-x86-64-posix)
+  system_commands+=(clang++-14 x86_64-w64-mingw32-g++-posix)
   [ -n "$(ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] || need_fuzzer=1
 fi
 

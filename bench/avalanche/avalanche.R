@@ -236,7 +236,7 @@ avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
 
   # Everything started below is stopped on the way out, also on an error or
   # an interrupt.
-  procs <- avalanche_processes()
+  procs <- new_stoppers()
   on.exit(procs$stop_all(), add = TRUE)
 
   downstream <- avalanche_start_downstream(hang, procs)
@@ -277,8 +277,6 @@ avalanche_demo <- function(phase_seconds = c(healthy = 10, hanging = 30,
   invisible(result)
 }
 
-avalanche_now <- function() as.numeric(Sys.time())
-
 # The directory of this file, where api.R and downstream.R are: source() keeps
 # the path it reads in `ofile`, sys.source() in `file`. NA when this file was
 # evaluated some other way (then set `avalanche_home` before running).
@@ -298,6 +296,13 @@ avalanche_home <- local({
   }
   home
 })
+
+# What the benchmarks share (bench/harness/, next to this file's folder):
+# new_stoppers(), start_plumber(), start_ready(), start_webfakes();
+# request_handle(), get_json(); now().
+for (file in c("processes.R", "http.R", "clock.R")) {
+  source(file.path(avalanche_home, "..", "harness", file), local = TRUE)
+}
 
 # A bad argument: the same message as the package's own checks, but a
 # condition of the harness (it is not part of the package).
@@ -406,22 +411,6 @@ avalanche_abort <- function(message, details = NULL) {
 # ---------------------------------------------------------------------------
 # Background processes
 
-# A list of stop functions, run (once each, newest first) by stop_all().
-avalanche_processes <- function() {
-  stoppers <- list()
-  list(
-    add = function(stopper) {
-      stoppers[[length(stoppers) + 1L]] <<- stopper
-      invisible(NULL)
-    },
-    stop_all = function() {
-      for (stopper in rev(stoppers)) try(stopper(), silent = TRUE)
-      stoppers <<- list()
-      invisible(NULL)
-    }
-  )
-}
-
 # The scripts started in the background processes, next to this file.
 avalanche_script <- function(name) {
   home <- avalanche_home
@@ -439,19 +428,9 @@ avalanche_script <- function(name) {
 avalanche_start_downstream <- function(hang, procs) {
   env <- new.env(parent = baseenv())
   sys.source(avalanche_script("downstream.R"), envir = env)
-  app <- env$avalanche_downstream_app(hang)
   # Threads: hanging requests hold one each until they are answered, also
   # after the API gave up on them (about hang / downstream_timeout per API).
-  opts <- webfakes::server_opts(
-    remote = TRUE, num_threads = 16, interfaces = "127.0.0.1",
-    enable_keep_alive = FALSE, tcp_nodelay = TRUE,
-    access_log_file = FALSE, error_log_file = FALSE
-  )
-  # Supervised: killed with this R process even if it dies without cleaning up.
-  process <- webfakes::new_app_process(app, opts = opts, start = FALSE, auto_start = FALSE,
-                                       callr_opts = list(supervise = TRUE))
-  procs$add(function() process$stop())
-  process$start()
+  process <- start_webfakes(env$avalanche_downstream_app(hang), procs, num_threads = 16)
   list(
     url = function(path) process$url(path),
     mode = function(mode) avalanche_get_json(process$url(paste0("/mode?set=", mode))),
@@ -459,86 +438,31 @@ avalanche_start_downstream <- function(hang, procs) {
   )
 }
 
-# Starts one API process per endpoint, on random free ports, and waits until
-# each answers. A process that cannot bind its port (taken between the choice
-# and the bind) is restarted on another port, up to three times.
+# Starts one API process per endpoint, on random free ports, and waits (up to
+# 30 s each) until each answers. A process that cannot bind its port (taken
+# between the choice and the bind) is restarted on another port, up to three
+# times in all.
 avalanche_start_apis <- function(endpoints, env, procs) {
   api_file <- avalanche_script("api.R")
   apis <- list()
   for (ep in endpoints) {
-    for (attempt in 1:3) {
-      api <- avalanche_start_api(api_file, env, procs)
-      if (avalanche_wait_ready(api)) break
-      if (attempt == 3L || api$process$is_alive()) {
-        avalanche_abort(
-          paste0("The plumber API for {.code /", ep, "} did not start."),
-          c(i = paste(utils::tail(api$errors(), 8), collapse = "\n"))
-        )
+    apis[[ep]] <- start_ready(
+      function() start_plumber(api_file, env, procs, log_prefix = "avalanche-api-"), "/trivial", 30,
+      fail = function(api) {
+        avalanche_abort(paste0("The plumber API for {.code /", ep, "} did not start."),
+                        c(i = paste(utils::tail(api$errors(), 8), collapse = "\n")))
       }
-    }
-    apis[[ep]] <- api
+    )
   }
   apis
 }
 
-avalanche_start_api <- function(api_file, env, procs) {
-  port <- httpuv::randomPort(host = "127.0.0.1")
-  err_file <- tempfile("avalanche-api-", fileext = ".log")
-  process <- callr::r_bg(
-    function(api_file, port, env) {
-      do.call(Sys.setenv, as.list(env))
-      loadNamespace("circuitbreaker")  # the installed package
-      router <- plumber::plumb(api_file)
-      router$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
-    },
-    args = list(api_file = api_file, port = port, env = env),
-    stdout = err_file, stderr = "2>&1", supervise = TRUE
-  )
-  procs$add(function() {
-    process$kill()
-    unlink(err_file)
-  })
-  list(
-    process = process,
-    port = port,
-    base = paste0("http://127.0.0.1:", port),
-    errors = function() if (file.exists(err_file)) readLines(err_file, warn = FALSE) else character()
-  )
-}
-
-# Up to 30 s for the process to load and answer.
-avalanche_wait_ready <- function(api) {
-  deadline <- avalanche_now() + 30
-  for (i in 1:300) {
-    if (!api$process$is_alive()) return(FALSE)
-    ok <- tryCatch(
-      curl::curl_fetch_memory(paste0(api$base, "/trivial"), handle = avalanche_handle(1))$status_code == 200,
-      error = function(e) FALSE
-    )
-    if (ok) return(TRUE)
-    if (avalanche_now() > deadline) return(FALSE)
-    Sys.sleep(0.1)
-  }
-  FALSE
-}
-
-# A handle for one request: fresh connection, `Connection: close`.
-avalanche_handle <- function(timeout) {
-  handle <- curl::new_handle(timeout_ms = max(1, round(timeout * 1000)), forbid_reuse = TRUE)
-  curl::handle_setheaders(handle, Connection = "close")
-}
-
-avalanche_get_json <- function(url, timeout = 10) {
-  response <- curl::curl_fetch_memory(url, handle = avalanche_handle(timeout))
-  if (response$status_code != 200) {
-    avalanche_abort(paste0("{.url ", url, "} answered HTTP ", response$status_code, "."))
-  }
-  jsonlite::fromJSON(rawToChar(response$content), simplifyVector = TRUE)
-}
+# A harness error (avalanche_failed) for an answer other than HTTP 200.
+avalanche_get_json <- function(url) get_json(url, fail = avalanche_abort)
 
 avalanche_warm_up <- function(urls) {
   for (url in urls) {
-    for (i in 1:20) try(curl::curl_fetch_memory(url, handle = avalanche_handle(5)), silent = TRUE)
+    for (i in 1:20) try(curl::curl_fetch_memory(url, handle = request_handle(5)), silent = TRUE)
   }
 }
 
@@ -583,7 +507,7 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
   started <- matrix(0L, length(urls), n_phases, dimnames = list(endpoints, names(phase_seconds)))
   phase <- 1L
   active <- 0L
-  t0 <- avalanche_now()
+  t0 <- now()
   # The guarded endpoints' answers say whether they are the fallback.
   has_fallback <- endpoints %in% names(avalanche_guarded)
   fallback_marker <- "\"fallback\":true"
@@ -596,12 +520,12 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
     i <- n
     rec_ep[i] <<- e
     rec_phase[i] <<- phase
-    rec_start[i] <<- avalanche_now() - t0
+    rec_start[i] <<- now() - t0
     in_flight[e] <<- in_flight[e] + 1L
     curl::curl_fetch_multi(
       urls[[e]],
       done = function(res) {
-        rec_end[i] <<- avalanche_now() - t0
+        rec_end[i] <<- now() - t0
         rec_status[i] <<- res$status_code
         rec_latency[i] <<- res$times[["total"]]
         if (has_fallback[[e]]) rec_fallback[i] <<- grepl(fallback_marker, rawToChar(res$content), fixed = TRUE)
@@ -609,13 +533,13 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
         launch(e)
       },
       fail = function(msg) {
-        rec_end[i] <<- avalanche_now() - t0
+        rec_end[i] <<- now() - t0
         rec_latency[i] <<- rec_end[i] - rec_start[i]
         in_flight[e] <<- in_flight[e] - 1L
         launch(e)
       },
       pool = pool,
-      handle = avalanche_handle(client_timeout)
+      handle = request_handle(client_timeout)
     )
     invisible(TRUE)
   }
@@ -631,9 +555,9 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
   # or sleeps, so the count is bounded by the requests allowed plus the
   # sleeps that fit in the time.
   run_until <- function(until) {
-    max_iter <- sum(cap) + ceiling((until - (avalanche_now() - t0)) / 0.0005) + 100L
+    max_iter <- sum(cap) + ceiling((until - (now() - t0)) / 0.0005) + 100L
     for (iter in seq_len(max_iter)) {
-      remaining <- until - (avalanche_now() - t0)
+      remaining <- until - (now() - t0)
       if (remaining <= 0) break
       polled <- curl::multi_run(timeout = 0, pool = pool)
       if (polled$success + polled$error == 0L) Sys.sleep(min(remaining, 0.0005))
@@ -649,9 +573,9 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
   for (p in seq_len(n_phases)) {
     name <- names(phase_seconds)[[p]]
     downstream$mode(avalanche_phase_modes[[name]])
-    if (p == 1L) t0 <- avalanche_now()
+    if (p == 1L) t0 <- now()
     phase <- p
-    phase_start[[p]] <- avalanche_now() - t0
+    phase_start[[p]] <- now() - t0
     if (p > 1L) phase_end[[p - 1L]] <- phase_start[[p]]
     # Phases and turns end at their planned times, so that a slow mode
     # switch does not stretch the run.
@@ -663,22 +587,22 @@ avalanche_drive <- function(urls, downstream, phase_seconds, concurrency, slice_
       turn <- turn + 1L
       turn_ep[turn] <- active
       turn_phase[turn] <- p
-      turn_start[turn] <- avalanche_now() - t0
+      turn_start[turn] <- now() - t0
       top_up(active)
       run_until(min(planned_start + k * slice_seconds, stop_at))
-      turn_end[turn] <- avalanche_now() - t0
+      turn_end[turn] <- now() - t0
     }
     say(sprintf("  [%d/%d] %-9s %6.1f - %6.1f s  started: %s\n", p, n_phases, name,
-                phase_start[[p]], avalanche_now() - t0,
+                phase_start[[p]], now() - t0,
                 paste(sprintf("%s %d", endpoints, started[, p]), collapse = ", ")))
   }
-  phase_end[[n_phases]] <- avalanche_now() - t0
+  phase_end[[n_phases]] <- now() - t0
 
   # No new requests; wait for those in flight (bounded by the client timeout).
   active <- 0L
-  drain_deadline <- avalanche_now() + client_timeout + 2
+  drain_deadline <- now() + client_timeout + 2
   for (iter in seq_len(ceiling((client_timeout + 2) / 0.002) + length(urls) * concurrency)) {
-    if (length(curl::multi_list(pool)) == 0L || avalanche_now() > drain_deadline) break
+    if (length(curl::multi_list(pool)) == 0L || now() > drain_deadline) break
     polled <- curl::multi_run(timeout = 0, pool = pool)
     if (polled$success + polled$error == 0L) Sys.sleep(0.002)
   }

@@ -36,21 +36,12 @@ spec <- list(
   help = list(env = NA_character_, flag = TRUE)
 )
 
-# This file's path: Rscript passes it as --file=; source() keeps it in `ofile`.
-this_file <- local({
-  file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
-  if (length(file_arg)) {
-    sub("^--file=", "", file_arg[[1]])
-  } else {
-    ofile <- tryCatch(get("ofile", envir = sys.frame(1)), error = function(e) NULL)
-    if (is.character(ofile)) ofile else file.path("bench", "avalanche", "run.R")
-  }
-})
-this_file <- gsub("~+~", " ", this_file, fixed = TRUE)  # how Rscript passes spaces
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
 # usage(), bad_option(), parse_options(), as_flag():
-source(file.path(dirname(this_file), "..", "script-options.R"))
+source(file.path(dirname(this_file), "..", "harness", "options.R"))
 
-# bad_option() comes from script-options.R, which lintr does not follow.
+# bad_option() comes from harness/options.R, which lintr does not follow.
 # nolint start: object_usage_linter.
 as_number <- function(value, name) {
   number <- suppressWarnings(as.numeric(strsplit(value, ",", fixed = TRUE)[[1]]))

@@ -65,17 +65,14 @@ spec <- list(
 )
 defaults <- list(trips = 50, repeats = 5, "sync-interval" = 0.1, period = 0.005)
 
-this_file <- local({
-  file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
-  if (length(file_arg)) sub("^--file=", "", file_arg[[1]]) else file.path("bench", "fleet", "run.R")
-})
-this_file <- gsub("~+~", " ", this_file, fixed = TRUE)
-# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number(),
-# new_stoppers():
-source(file.path(dirname(this_file), "..", "script-options.R"))
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number();
+# new_stoppers(); now(); redis_server_start():
+for (file in c("options.R", "processes.R", "clock.R", "redis.R")) {
+  source(file.path(dirname(this_file), "..", "harness", file))
+}
 home <- normalizePath(dirname(this_file), mustWork = TRUE)
-
-now <- function() as.numeric(Sys.time())
 
 # ---------------------------------------------------------------------------
 # Processes, namespaces and the Redis server
@@ -145,51 +142,38 @@ setup_netns <- function(dir, cleanup) {
     cleanup$add(function() if (p$is_alive()) p$kill())
     p
   }
-  # A short command where Redis runs (redis-cli).
-  run <- function(command, args) {
-    processx::run("ip", c("netns", "exec", ns[["redis"]], command, args), error_on_status = FALSE, timeout = 5)
+  # This process cannot reach the bridge: a command to Redis runs redis-cli
+  # inside the namespace.
+  redis_call <- function(url, command) {
+    res <- processx::run("ip", c("netns", "exec", ns[["redis"]], "redis-cli", "-h", "10.213.0.1", "-p", "6379",
+                                 command), error_on_status = FALSE, timeout = 5)
+    if (res$status != 0) stop("redis-cli: ", res$stderr)
+    trimws(res$stdout)
   }
-  list(kind = "netns", host = "10.213.0.1", port = 6379L, spawn = spawn, run = run,
+  list(kind = "netns", host = "10.213.0.1", port = 6379L, spawn = spawn,
+       redis_wrap = c("ip", "netns", "exec", ns[["redis"]]), redis_call = redis_call,
        where = "network namespaces: Redis on a bridge, hosts a and b on veth links")
 }
 
 setup_local <- function(dir, cleanup) {
-  port <- NA
-  for (candidate in sample(20000:32767, 50)) {
-    probe <- tryCatch(serverSocket(candidate), error = function(e) NULL)
-    if (!is.null(probe)) {
-      close(probe)
-      port <- candidate
-      break
-    }
-  }
-  if (is.na(port)) stop("no free port of 127.0.0.1 found")
   spawn <- function(where, command, args, log) {
     p <- processx::process$new(command, args, stdout = log, stderr = "2>&1", cleanup = TRUE,
                                env = c("current", R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep)))
     cleanup$add(function() if (p$is_alive()) p$kill())
     p
   }
-  run <- function(command, args) processx::run(command, args, error_on_status = FALSE, timeout = 5)
-  list(kind = "local", host = "127.0.0.1", port = as.integer(port), spawn = spawn, run = run,
+  # Redis on a free port, reached with the package's client.
+  list(kind = "local", host = "127.0.0.1", port = NULL, spawn = spawn, redis_wrap = character(), redis_call = NULL,
        where = "127.0.0.1 (no network namespaces: not root, or --local); hosts a and b are labels")
 }
 
-start_redis <- function(net, dir) {
-  net$spawn("redis", Sys.which("redis-server"),
-            c("--bind", net$host, "--port", net$port, "--protected-mode", "no", "--save", "",
-              "--appendonly", "no", "--daemonize", "no", "--dir", dir, "--loglevel", "warning"),
-            file.path(dir, "redis.log"))
-  ping <- function() {
-    res <- tryCatch(net$run("redis-cli", c("-h", net$host, "-p", net$port, "PING")),
-                    error = function(e) list(stdout = ""))
-    identical(trimws(res$stdout), "PONG")
-  }
-  for (i in 1:200) {
-    if (ping()) return(sprintf("redis://%s:%d/0", net$host, net$port))
-    Sys.sleep(0.05)
-  }
-  stop("redis-server did not start: ", paste(readLines(file.path(dir, "redis.log")), collapse = "\n"))
+# The Redis server, as the tests start theirs (redis_server_start()); stopped
+# by `cleanup`. Returns its URL.
+start_redis <- function(net, dir, cleanup) {
+  server <- redis_server_start(dir, port = net$port, host = net$host, args = c("--protected-mode", "no"),
+                               wrap = net$redis_wrap, call = net$redis_call)
+  cleanup$add(server$stop)
+  server$url
 }
 
 # ---------------------------------------------------------------------------
@@ -394,7 +378,7 @@ status <- tryCatch(
         say(sprintf("Fleet-shared breakers on %s (circuitbreaker %s, %s)\n", net$where,
                     format(utils::packageVersion("circuitbreaker")), format(Sys.time(), "%Y-%m-%d %H:%M")))
         if (!use_netns) say("NOTE: not on simulated hosts: every process is on 127.0.0.1.\n")
-        url <- start_redis(net, dir)
+        url <- start_redis(net, dir, cleanup)
         t0 <- now()
         prefix <- sprintf("bench%d", Sys.getpid())
         say("Starting 8 worker processes...\n")

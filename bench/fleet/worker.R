@@ -14,7 +14,9 @@ cfg <- readRDS(file.path(dir, "config.rds"))
 suppressPackageStartupMessages(library(circuitbreaker))
 store <- breaker_store_redis(cfg$url, prefix = cfg$prefix, sync_interval = cfg$sync_interval,
                              timeout = cfg$timeout)
-now <- function() as.numeric(Sys.time())
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+source(file.path(dirname(this_file), "..", "harness", "clock.R"))  # now(), the wall clock
 
 # Breakers by name: fleet-shared (the Redis store), or this process's own
 # (`shared = FALSE`), with `failure_threshold` and a recovery timeout long

@@ -82,56 +82,23 @@ spec <- list(
 )
 defaults <- list(workers = 4, seconds = 8, rate = 100, "recovery-timeout" = 3, "failure-threshold" = 3)
 
-# This file's path: Rscript passes it as --file=; source() keeps it in `ofile`.
-this_file <- local({
-  file_arg <- grep("^--file=", commandArgs(FALSE), value = TRUE)
-  if (length(file_arg)) {
-    sub("^--file=", "", file_arg[[1]])
-  } else {
-    ofile <- tryCatch(get("ofile", envir = sys.frame(1)), error = function(e) NULL)
-    if (is.character(ofile)) ofile else file.path("bench", "host-shared", "run.R")
-  }
-})
-this_file <- gsub("~+~", " ", this_file, fixed = TRUE)  # how Rscript passes spaces
-# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number(),
-# new_stoppers():
-source(file.path(dirname(this_file), "..", "script-options.R"))
+# This script's path (Rscript passes it as --file=), to find bench/harness/.
+this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
+# usage(), bad_option(), parse_options(), as_flag(), as_bounded_number();
+# new_stoppers(), start_plumber(), start_ready(), start_webfakes();
+# request_handle(), get_json(); now():
+for (file in c("options.R", "processes.R", "http.R", "clock.R")) {
+  source(file.path(dirname(this_file), "..", "harness", file))
+}
 home <- normalizePath(dirname(this_file), mustWork = TRUE)
-
-
-now <- function() as.numeric(Sys.time())
 
 # ---------------------------------------------------------------------------
 # Background processes
 
-
-# A handle for one request: a fresh connection, `Connection: close` (httpuv,
-# under plumber, stalls keep-alive clients by about 40 ms per request).
-request_handle <- function(timeout) {
-  handle <- curl::new_handle(timeout_ms = max(1, round(timeout * 1000)), forbid_reuse = TRUE)
-  curl::handle_setheaders(handle, Connection = "close")
-}
-
-get_json <- function(url, timeout = 10) {
-  response <- curl::curl_fetch_memory(url, handle = request_handle(timeout))
-  if (response$status_code != 200) stop(url, " answered HTTP ", response$status_code)
-  jsonlite::fromJSON(rawToChar(response$content), simplifyVector = TRUE)
-}
-
 start_downstream <- function(procs) {
   env <- new.env(parent = baseenv())
   sys.source(file.path(home, "downstream.R"), envir = env)
-  app <- env$host_shared_downstream_app()
-  opts <- webfakes::server_opts(
-    remote = TRUE, num_threads = 4, interfaces = "127.0.0.1",
-    enable_keep_alive = FALSE, tcp_nodelay = TRUE,
-    access_log_file = FALSE, error_log_file = FALSE
-  )
-  # Supervised: killed with this R process even if it dies without cleaning up.
-  process <- webfakes::new_app_process(app, opts = opts, start = FALSE, auto_start = FALSE,
-                                       callr_opts = list(supervise = TRUE))
-  procs$add(function() process$stop())
-  process$start()
+  process <- start_webfakes(env$host_shared_downstream_app(), procs, num_threads = 4)
   list(
     url = function(path) process$url(path),
     reset = function() get_json(process$url("/reset")),
@@ -140,64 +107,23 @@ start_downstream <- function(procs) {
 }
 
 # Starts the N workers at once (they load in parallel), each on a random free
-# port, and waits until each answers /ready. A worker that died (its port
-# taken between the choice and the bind, say) is started again on another
-# port, up to three times.
+# port, and waits until each answers /ready: up to 60 s (four processes
+# loading plumber on two cores). A worker that died (its port taken between
+# the choice and the bind, say) is started again on another port, up to
+# three times in all.
 start_workers <- function(n, env, procs) {
   workers <- lapply(seq_len(n), function(i) start_worker(i, env, procs))
-  for (i in seq_len(n)) {
-    for (attempt in 1:3) {
-      if (wait_ready(workers[[i]])) break
-      if (attempt == 3L || workers[[i]]$process$is_alive()) {
-        stop("worker ", i, " did not start:\n", paste(utils::tail(workers[[i]]$errors(), 8), collapse = "\n"))
-      }
-      workers[[i]] <- start_worker(i, env, procs)
-    }
-  }
-  workers
+  lapply(seq_len(n), function(i) {
+    start_ready(function() start_worker(i, env, procs), "/ready", 60, server = workers[[i]],
+                fail = function(w) {
+                  stop("worker ", i, " did not start:\n", paste(utils::tail(w$errors(), 8), collapse = "\n"))
+                })
+  })
 }
 
 start_worker <- function(i, env, procs) {
-  port <- httpuv::randomPort(host = "127.0.0.1")
-  err_file <- tempfile(sprintf("host-shared-worker-%d-", i), fileext = ".log")
   env[["HOST_SHARED_WORKER"]] <- format(i)
-  process <- callr::r_bg(
-    function(worker_file, port, env) {
-      do.call(Sys.setenv, as.list(env))
-      loadNamespace("circuitbreaker")  # the installed package (callr passes .libPaths())
-      router <- plumber::plumb(worker_file)
-      router$run(host = "127.0.0.1", port = port, docs = FALSE, quiet = TRUE)
-    },
-    args = list(worker_file = file.path(home, "worker.R"), port = port, env = env),
-    stdout = err_file, stderr = "2>&1", supervise = TRUE
-  )
-  procs$add(function() {
-    process$kill()
-    unlink(err_file)
-  })
-  list(
-    process = process,
-    port = port,
-    base = paste0("http://127.0.0.1:", port),
-    errors = function() if (file.exists(err_file)) readLines(err_file, warn = FALSE) else character()
-  )
-}
-
-# Up to 60 s (four processes loading plumber on two cores) for a worker to
-# answer; FALSE at once if it died.
-wait_ready <- function(worker) {
-  deadline <- now() + 60
-  for (i in 1:600) {
-    if (!worker$process$is_alive()) return(FALSE)
-    ok <- tryCatch(
-      curl::curl_fetch_memory(paste0(worker$base, "/ready"), handle = request_handle(1))$status_code == 200,
-      error = function(e) FALSE
-    )
-    if (ok) return(TRUE)
-    if (now() > deadline) return(FALSE)
-    Sys.sleep(0.1)
-  }
-  FALSE
+  start_plumber(file.path(home, "worker.R"), env, procs, log_prefix = sprintf("host-shared-worker-%d-", i))
 }
 
 # Not measured: the first calls of a fresh R process (plumber's first
@@ -380,7 +306,7 @@ new_store_dir <- function() {
 }
 
 run_once <- function(kind, downstream, opts, say) {
-  procs <- new_stoppers()  # nolint: object_usage_linter. From script-options.R.
+  procs <- new_stoppers()
   on.exit(procs$stop_all(), add = TRUE)
   store_dir <- ""
   if (identical(kind, "shared")) {

@@ -1,40 +1,36 @@
-# A real redis-server for the Redis store's tests: on 127.0.0.1, a random
-# port, no persistence, in a private directory; stopped (and its directory
-# removed) when `env` ends. Tests that need it skip where redis-server or
-# hiredis is missing. The result can stop, kill and restart (empty, on the
-# same port) the server, and run commands on it through a plain connection.
+# redis_server_start(): how the tests, and the benchmarks, start a
+# redis-server (inst/redis/redis-server.R, installed with the package).
+redis_server_file <- system.file("redis", "redis-server.R", package = "circuitbreaker")
+if (nzchar(redis_server_file)) source(redis_server_file, local = environment())
+
+# A real redis-server for the Redis store's tests: on 127.0.0.1, a free port,
+# no persistence, in a private directory (redis_server_start()); stopped
+# (and its directory removed) when `env` ends. Its PID goes to the file
+# CB_REDIS_PIDFILE names, when set: CI checks that none is left. Tests that
+# need it skip where redis-server or hiredis is missing. The result can stop,
+# kill and restart (empty, on the same port) the server, and run commands on
+# it through a plain connection.
 local_redis_server <- function(password = NULL, env = parent.frame()) {
   skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
-  server <- Sys.which("redis-server")
-  skip_if(!nzchar(server), "redis-server is not installed")
+  skip_if(!nzchar(Sys.which("redis-server")), "redis-server is not installed")
   skip_if_not_installed("processx")
-  port <- free_port()
+  skip_if_not(exists("redis_server_start", mode = "function"), "the package has no inst/redis/redis-server.R")
   dir <- tempfile("cb-redis-")
   dir.create(dir)
-  args <- c("--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", dir, "--daemonize", "no", "--loglevel", "warning")
-  if (!is.null(password)) args <- c(args, "--requirepass", password)
-  url <- if (is.null(password)) sprintf("redis://127.0.0.1:%d/0", port) else
-    sprintf("redis://:%s@127.0.0.1:%d/0", utils::URLencode(password, reserved = TRUE), port)
   self <- new.env(parent = emptyenv())
-  self$port <- port
-  self$url <- url
+  self$port <- NULL
+  self$server <- NULL
+  # Started on a free port, started again on the same one.
   self$start <- function() {
-    self$process <- processx::process$new(server, args, stdout = file.path(dir, "log"), stderr = "2>&1",
-                                          cleanup = TRUE, cleanup_tree = TRUE)
-    # Wait (at most 10 s) until it answers.
-    store <- breaker_store_redis(url, timeout = 0.5)
-    deadline <- Sys.time() + 10
-    while (!isTRUE(breaker_store_redis_ping(store)) && Sys.time() < deadline) Sys.sleep(0.05)
-    if (!isTRUE(breaker_store_redis_ping(store))) stop("redis-server did not start on port ", port)
+    self$server <- redis_server_start(dir, port = self$port, password = password)
+    self$port <- self$server$port
+    self$url <- self$server$url
+    self$process <- self$server$process
     self$conn <- NULL
     invisible(self)
   }
   self$kill <- function() {
-    if (!is.null(self$process) && self$process$is_alive()) {
-      self$process$signal(tools::SIGCONT)  # a test may have stopped it
-      self$process$kill()
-    }
+    if (!is.null(self$server)) self$server$stop()
     self$conn <- NULL
   }
   self$restart <- function() {
@@ -46,9 +42,9 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
   # `timeout`, or CLIENT KILL it).
   self$call <- function(...) {
     args <- as.character(c(...))
-    if (is.null(self$conn)) self$conn <- circuitbreaker:::cb_redis_connect(url, 2)
+    if (is.null(self$conn)) self$conn <- circuitbreaker:::cb_redis_connect(self$url, 2)
     tryCatch(circuitbreaker:::cb_redis_call(self$conn, args), error = function(e) {
-      self$conn <- circuitbreaker:::cb_redis_connect(url, 2)
+      self$conn <- circuitbreaker:::cb_redis_connect(self$url, 2)
       circuitbreaker:::cb_redis_call(self$conn, args)
     })
   }
@@ -104,18 +100,8 @@ fleet_child <- function(url, name, args, body, extra = list(), env = character()
   )
 }
 
-# Polls `condition()` every 20 ms until it is TRUE, for at most `timeout`
-# seconds; returns its last value (a test asserts it).
-wait_until <- function(condition, timeout = 10) {
-  deadline <- Sys.time() + timeout
-  repeat {
-    ok <- isTRUE(condition())
-    if (ok || Sys.time() > deadline) return(ok)
-    Sys.sleep(0.02)
-  }
-}
-
-# Waits until file `path` exists (a child's "I am ready"), at most `timeout`.
+# Waits until file `path` exists (a child's "I am ready"), at most `timeout`
+# (helper-wait.R's wait_until(): a timeout fails the test).
 wait_for_file <- function(path, timeout = 20) wait_until(function() file.exists(path), timeout)
 
 # Runs `code` without the notices of a fleet store that is alone or rejoins

@@ -82,18 +82,6 @@ card_number <- function(html, label) {
   as.numeric(gsub(",", "", sub(".*<td>", "", row)))
 }
 
-# Waits (bounded) until the breaker's open period is over, so that the next
-# call is a probe. Not a timing assertion: it only waits.
-wait_for_probe <- function(breaker, seconds = 15) {
-  deadline <- Sys.time() + seconds
-  for (i in seq_len(ceiling(seconds / 0.05))) {
-    if (breaker$metrics()$seconds_until_probe <= 0) return(TRUE)
-    if (Sys.time() > deadline) break
-    Sys.sleep(0.05)
-  }
-  FALSE
-}
-
 # Tasks the app's daemons have completed (mirai's dispatcher counts them).
 daemon_tasks_completed <- function() {
   unname(mirai::info(.compute = "guarded-fetch")[["completed"]])
@@ -173,7 +161,7 @@ task_app_story <- function(session, output, mode, downstream) {
   # The downstream recovers; once the open period is over, the next fetch
   # is a probe, and its success closes the breaker.
   get_json(downstream$url("/recover"))
-  expect_true(wait_for_probe(breaker))
+  wait_for_probe_time(breaker, timeout = 15)
   session$setInputs(refresh = 5)
   expect_true(task_settles(session, task))
   r <- task$result()

@@ -377,3 +377,28 @@ test_that("in a headless browser, the task button fetches in an ExtendedTask and
   chromium_screenshot(browser, tab, screenshot)
   expect_gt(file.size(screenshot), 10000)
 })
+
+# ---- store badges -------------------------------------------------------------
+
+test_that("the dashboard badges shared breakers: host-shared, and fleet-shared with the mode and masked URL", {
+  host <- local_host_store()
+  server <- local_redis_server(password = "badge-PW-secret")
+  fleet <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.5)
+  own <- local_breaker(name = "badge-process")
+  on_host <- local_shared_breaker(host, "badge-host", host_args())
+  on_fleet <- local_shared_breaker(fleet, "badge-fleet", fleet_args())
+  expect_true(wait_until(function() identical(on_fleet$metrics()$mode, "fleet")))
+  shiny::testServer(breaker_dashboard_server,
+    args = list(breakers = list(own, on_host, on_fleet), interval = 1), {
+      session$flushReact()
+      expect_false(grepl("cbdash-store", output$info_b1$html, fixed = TRUE))
+      expect_match(output$info_b2$html,
+                   '<span class="cbdash-store" title="shared by every R process on this host">host-shared</span>',
+                   fixed = TRUE)
+      badge <- output$info_b3$html
+      expect_match(badge, paste0('<span class="cbdash-store" title="shared by a fleet through Redis ',
+                                 "redis://:***@127.0.0.1:", server$port, "/0, prefix circuitbreaker; ",
+                                 'mode: fleet">fleet-shared</span>'), fixed = TRUE)
+      expect_false(grepl("badge-PW-secret", badge, fixed = TRUE))
+    })
+})

@@ -128,14 +128,11 @@ test_that("a stopped process holding the lock makes another process's calls busy
     if (!circuitbreaker:::cb_segment_hold_lock(file)) stop("could not take the lock")
     writeLines("held", ready)
     tools::pskill(Sys.getpid(), tools::SIGSTOP)  # alive, holding the lock, stopped
-    Sys.sleep(60)
+    Sys.sleep(60)  # stays alive if ever continued; the test kills it
   }, list(dir = store$path, ready = ready), libpath = .libPaths(), supervise = TRUE)
   withr::defer(if (holder$is_alive()) holder$kill())
-  deadline <- Sys.time() + 30
-  while (!(file.exists(ready) && holder$get_status() == "stopped") && Sys.time() < deadline) {
-    Sys.sleep(0.05)
-  }
-  expect_identical(holder$get_status(), "stopped")
+  wait_until(function() file.exists(ready) && holder$get_status() == "stopped", timeout = 30,
+             interval = 0.05, what = "the holder to take the lock and stop")
 
   started <- Sys.time()
   expect_error(cb$execute(function() "ok"), class = "circuit_breaker_store_busy")

@@ -36,11 +36,12 @@ test_that("4 processes x 10,000 calls on one breaker give exact counts", {
   args <- host_args(failure_threshold = Inf)
   cb <- local_shared_breaker(store, "exact", args)
   start <- tempfile()
-  procs <- lapply(1:4, function(i) {
+  readies <- replicate(4, tempfile())
+  procs <- lapply(readies, function(ready) {
     shared_child(store, "exact", args, function(cb, extra) {
       # Start together, so that the processes contend for the lock.
-      deadline <- Sys.time() + 30
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+      file.create(extra$ready)
+      extra$wait_until(function() file.exists(extra$start), timeout = 30, interval = 0.01, what = "the start")
       for (j in 1:10000) {
         if (j %% 10L == 0L) {
           cb$execute(function() stop("down"), function() "fallback")
@@ -49,9 +50,9 @@ test_that("4 processes x 10,000 calls on one breaker give exact counts", {
         }
       }
       TRUE
-    }, extra = list(start = start))
+    }, extra = list(start = start, ready = ready, wait_until = child_wait_until()))
   })
-  Sys.sleep(1)
+  wait_until(function() all(file.exists(readies)), timeout = 30, what = "the 4 children to be ready")
   file.create(start)
   collect_children(procs, timeout = 120)
   m <- cb$metrics()
@@ -69,20 +70,30 @@ test_that("racing processes after the open period admit exactly half_open_max_ca
   cb$execute(function() stop("down"), function() "fallback")
   expect_identical(cb$state, "OPEN")
   start <- tempfile()
-  procs <- lapply(1:6, function(i) {
+  readies <- replicate(6, tempfile())
+  # Each child leaves a file here once its call has returned.
+  done <- withr::local_tempfile()
+  dir.create(done)
+  procs <- lapply(readies, function(ready) {
     shared_child(store, "race", args, function(cb, extra) {
-      deadline <- Sys.time() + 30
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.005)
-      # A probe sees HALF_OPEN from inside its request; it takes long enough
-      # that every other process arrives while it is in flight.
-      cb$execute(function() {
+      file.create(extra$ready)
+      extra$wait_until(function() file.exists(extra$start), timeout = 30, interval = 0.005, what = "the start")
+      deadline <- Sys.time() + 20
+      # A probe sees HALF_OPEN from inside its request; it stays in flight
+      # until every other process's call has returned (bounded: with more
+      # probes than allowed, that never happens, and the count shows it).
+      answer <- cb$execute(function() {
         state <- cb$state
-        Sys.sleep(1.5)
+        while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
         if (identical(state, "HALF_OPEN")) "probe" else "closed call"
       }, function() "rejected")
-    }, extra = list(start = start))
+      file.create(file.path(extra$done, Sys.getpid()))
+      answer
+    }, extra = list(start = start, ready = ready, done = done, others = 6 - 2,
+                    wait_until = child_wait_until()))
   })
-  Sys.sleep(1.5)  # the children start; the open period ends
+  wait_until(function() all(file.exists(readies)), timeout = 30, what = "the 6 children to be ready")
+  wait_for_probe_time(cb)
   file.create(start)
   answers <- unlist(collect_children(procs))
   expect_identical(sum(answers == "probe"), 2L)
@@ -105,7 +116,7 @@ test_that("a process killed at random moments 100 times leaves the breaker consi
           cb$execute(function() if (j %% 3L == 0L) stop("down") else "ok", function() "fallback")
         }
       }, silent = TRUE)
-      Sys.sleep(stats::runif(1, 0.002, 0.03))
+      Sys.sleep(stats::runif(1, 0.002, 0.03))  # a random moment: what the test is about
       tools::pskill(victim$pid, tools::SIGKILL)
       parallel::mccollect(victim, wait = TRUE)
       # The survivor's calls all count, one each.
@@ -139,18 +150,16 @@ test_that("a process killed while it holds a probe frees it: the next call probe
   args <- host_args(failure_threshold = 1, recovery_timeout = 0.2, half_open_max_calls = 1)
   cb <- local_shared_breaker(store, "probe-kill", args)
   cb$execute(function() stop("down"), function() "fallback")
-  Sys.sleep(0.3)
+  wait_for_probe_time(cb)
   marker <- tempfile()
   child <- shared_child(store, "probe-kill", args, function(cb, extra) {
     cb$execute(function() {
       file.create(extra$marker)
-      Sys.sleep(60)
+      Sys.sleep(60)  # a probe in flight until the test kills it
     })
   }, extra = list(marker = marker))
   withr::defer(if (child$is_alive()) child$kill())
-  deadline <- Sys.time() + 20
-  while (!file.exists(marker) && Sys.time() < deadline) Sys.sleep(0.02)
-  expect_true(file.exists(marker))
+  wait_until(function() file.exists(marker), timeout = 20, what = "the child's probe to start")
   expect_identical(cb$state, "HALF_OPEN")
   # While the probe's owner lives, its slot is taken.
   expect_identical(cb$execute(function() "probed", function() "rejected"), "rejected")

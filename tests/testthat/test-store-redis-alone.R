@@ -59,10 +59,13 @@ test_that("a store that loses Redis warns once after a few sync intervals, and s
     alone <<- c(alone, conditions_of(cb$metrics(), "circuit_breaker_store_alone"))
     length(alone) > 0
   }, timeout = 15))
-  for (i in 1:10) {
-    alone <- c(alone, conditions_of(cb$metrics(), "circuit_breaker_store_alone"))
-    Sys.sleep(0.05)
-  }
+  # The link tries again, and fails: that says nothing more.
+  failed <- fleet_link(cb)$sync_failures
+  wait_until(function() {
+    alone <<- c(alone, conditions_of(cb$metrics(), "circuit_breaker_store_alone"))
+    fleet_link(cb)$sync_failures > failed
+  }, timeout = 15, what = "the link's next failed round trip")
+  alone <- c(alone, conditions_of(cb$metrics(), "circuit_breaker_store_alone"))
   expect_length(alone, 1)
   # The reason is the last failure (refused, reset or closed, by timing).
   expect_match(alone[[1]]$reason, ".")

@@ -14,31 +14,46 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
   counter <- withr::local_tempfile(pattern = "probes-", .local_envir = env)
   start_file <- withr::local_tempfile(pattern = "start-", .local_envir = env)
   readies <- vapply(seq_len(n), function(i) withr::local_tempfile(pattern = "ready-", .local_envir = env), "")
+  opens <- paste0(readies, "-open")
+  # Each racer leaves a file here once its call has returned.
+  done <- withr::local_tempfile(pattern = "done-", .local_envir = env)
+  dir.create(done)
   racer <- function(cb, extra) {
     file.create(extra$ready)
     deadline <- Sys.time() + 30
-    while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+    # Idle meanwhile (no call); says when its copy has the fleet's OPEN state.
+    extra$wait_until(function() {
+      if (!file.exists(extra$open) && identical(cb$state, "OPEN")) file.create(extra$open)
+      file.exists(extra$start)
+    }, timeout = 30, interval = 0.01, what = "the start")
+    # To the instant (a wait for a time, not for a condition).
     at <- as.numeric(readLines(extra$start))
     while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
     # A link that is down (a restart) comes back within a second or so; a
     # probe sent meanwhile would rightly go on local rules.
-    while (!identical(cb$metrics()$mode, "fleet") && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() identical(cb$metrics()$mode, "fleet"), timeout = 20, interval = 0.01,
+                     what = "the link to be up")
     mode <- cb$metrics()$mode
+    # A probe stays in flight until every other racer's call has returned
+    # (bounded: with more probes than allowed, that never happens, and the
+    # count shows it).
     res <- cb$execute(function() {
       cat(Sys.getpid(), "\n", file = extra$counter, append = TRUE)
-      Sys.sleep(0.3)
+      while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
       "ok"
     }, function() "rejected")
+    file.create(file.path(extra$done, Sys.getpid()))
     # Like a long-lived worker, stay until the fleet's close reaches this
-    # copy (bounded).
-    closing <- Sys.time() + 10
-    while (!identical(cb$state, "CLOSED") && Sys.time() < closing) Sys.sleep(0.02)
+    # copy.
+    extra$wait_until(function() identical(cb$state, "CLOSED"), timeout = 10, what = "the fleet's close")
     list(result = res, mode = mode, state = cb$state)
   }
   # A generous timeout: a lease that timed out on a slow machine would be a
   # probe on local rules, which is not what these tests are about.
   procs <- lapply(readies, function(r) {
-    fleet_child(server$url, name, args, racer, list(ready = r, start = start_file, counter = counter),
+    fleet_child(server$url, name, args, racer,
+                list(ready = r, open = paste0(r, "-open"), start = start_file, counter = counter,
+                     done = done, others = n - 1, wait_until = child_wait_until()),
                 timeout = 1)
   })
   withr::defer(for (p in procs) if (p$is_alive()) p$kill(), envir = env)
@@ -49,8 +64,7 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
   cb$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
   before <- list(g = server$fleet(name, "g"), until = server$fleet(name, "oa") + server$fleet(name, "od"))
-  # Every racer has taken the fleet's OPEN state (one sync interval).
-  Sys.sleep(0.3)
+  wait_until(function() all(file.exists(opens)), what = "every racer's copy to take the fleet's OPEN state")
 
   fault()
 
@@ -65,6 +79,12 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
   res <- collect_children(procs, timeout = 30)
   probes <- if (file.exists(counter)) length(readLines(counter)) else 0L
   list(res = res, probes = probes, before = before, after = after)
+}
+
+# The ids of the connections that `server` has now (CLIENT LIST).
+client_ids <- function(server) {
+  lines <- strsplit(server$call("CLIENT", "LIST"), "\n", fixed = TRUE)[[1]]
+  as.numeric(sub("^id=([0-9]+) .*", "\\1", grep("^id=[0-9]+ ", lines, value = TRUE)))
 }
 
 expect_one_probe_and_closed <- function(server, name, race) {
@@ -88,8 +108,13 @@ test_that("after CLIENT KILL, exactly one probe goes out across the fleet and cl
 test_that("after Redis's idle timeout closed idle processes' connections, exactly one probe goes out", {
   server <- local_redis_server()
   race <- race_after_fault(server, "idle-clients", function() {
+    before <- setdiff(client_ids(server), server$call("CLIENT", "ID"))
     server$call("CONFIG", "SET", "timeout", "1")
-    Sys.sleep(1.6)  # the racers' caller connections idle past it
+    # A second of idling is the fault: wait until Redis has closed the caller
+    # connection of each of the 5 processes (4 racers and this one), idle
+    # since they joined. Their sync connections are busy, and stay.
+    wait_until(function() length(setdiff(before, client_ids(server))) >= 5,
+               what = "Redis to close the idle caller connections")
     expect_identical(server$call("CONFIG", "GET", "timeout")[[2]], "1")
   }, recovery = 3)
   expect_one_probe_and_closed(server, "idle-clients", race)
@@ -118,7 +143,7 @@ test_that("(prefix, name) pairs that once shared a key are different breakers", 
   one$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(server$fleet("b:c", "s", prefix = "a"), 1)))
   expect_true(wait_until(function() identical(server$fleet("c", "s", prefix = "a:b"), 0)))
-  Sys.sleep(0.3)  # several sync intervals: a shared key would have spread the trip
+  wait_for_syncs(two)  # a shared key would have spread the trip
   expect_identical(one$state, "OPEN")
   expect_identical(two$state, "CLOSED")
   expect_identical(two$execute(function() "ok", function() "rejected"), "ok")
@@ -139,7 +164,7 @@ test_that("a probe sent on local rules while Redis was away closes the fleet whe
   server$process$signal(tools::SIGSTOP)
   withr::defer(if (server$process$is_alive()) server$process$signal(tools::SIGCONT))
   quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "local"), 5)))
-  Sys.sleep(1.1)  # past the open period
+  quietly_alone(wait_for_probe_time(cb))
   # The probe goes out on local rules, and closes this process's copy.
   expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
   expect_identical(cb$state, "CLOSED")

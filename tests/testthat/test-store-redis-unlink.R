@@ -25,10 +25,10 @@ test_that("breaker_store_unlink() removes one fleet breaker's keys, and only its
   # no process uses it any more); "kept" is used by this one.
   child <- fleet_child(server$url, "gone", args, function(cb, extra) {
     cb$execute(function() stop("down"), function(e) "fb")
-    deadline <- Sys.time() + 10
-    while (!identical(cb$metrics()$fleet_failures, 1) && Sys.time() < deadline) Sys.sleep(0.02)
+    extra$wait_until(function() identical(cb$metrics()$fleet_failures, 1), timeout = 10,
+                     what = "the fleet to hear the failure")
     cb$state
-  })
+  }, list(wait_until = child_wait_until()))
   withr::defer(child$kill())
   child$wait(20000)
   expect_identical(child$get_result(), "OPEN")

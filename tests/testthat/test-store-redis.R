@@ -55,11 +55,18 @@ test_that("processes on one breaker give exact fleet counts", {
     for (i in seq_len(extra$n)) {
       cb$execute(function() if (i %% 10 == 0) stop("down") else "ok", function(e) "fallback")
     }
-    Sys.sleep(0.3)  # a few syncs; the rest goes out when the breaker is freed
+    # Two more round trips of its link (the second began after the calls):
+    # mode "fleet" is a fact, not a hope. The rest goes out when the breaker
+    # is freed.
+    syncs <- function() circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$syncs
+    done <- syncs()
+    extra$wait_until(function() syncs() >= done + 2, timeout = 20, what = "two syncs")
     cb$metrics()[c("calls", "failures", "mode")]
   }
   args <- fleet_args(failure_threshold = 1e6)
-  procs <- lapply(1:3, function(i) fleet_child(server$url, "counts", args, body, list(n = 300 * i)))
+  procs <- lapply(1:3, function(i) {
+    fleet_child(server$url, "counts", args, body, list(n = 300 * i, wait_until = child_wait_until()))
+  })
   res <- collect_children(procs)
   expect_equal(vapply(res, function(r) r$calls, 0), c(300, 600, 900))
   expect_true(all(vapply(res, function(r) r$mode, "") == "fleet"))
@@ -79,21 +86,22 @@ test_that("a trip in one process opens the breaker in every process", {
     heard <- character()
     cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
     file.create(extra$ready)
-    deadline <- Sys.time() + 20
-    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
     res <- cb$execute(function() "ok", function() "rejected")
     list(result = res, state = cb$state, heard = heard)
   }
   ready <- tempfile()
-  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready))
+  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready, wait_until = child_wait_until()))
   expect_true(wait_for_file(ready))
   # Two failures here, three in a second process: five across the fleet.
   for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
   other <- fleet_child(server$url, "trip", fleet_args(), function(cb, extra) {
     for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
-    Sys.sleep(0.3)
-    cb$state
-  })
+    # Until the fleet's trip (its 5th failure is one of these) reaches this copy.
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
+  }, list(wait_until = child_wait_until()))
   res <- collect_children(list(child, other))
   expect_identical(res[[1]]$result, "rejected")
   expect_identical(res[[1]]$state, "OPEN")
@@ -109,25 +117,36 @@ test_that("exactly half_open_max_calls probes go out across the fleet", {
     name <- paste0("probe", hom)
     args <- fleet_args(failure_threshold = 2, recovery_timeout = 1.5, half_open_max_calls = hom)
     start_file <- tempfile()
+    # Each racer leaves a file here once its call has returned.
+    done <- withr::local_tempfile()
+    dir.create(done)
     racer <- function(cb, extra) {
       file.create(extra$ready)
       deadline <- Sys.time() + 20
-      while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
+      extra$wait_until(function() file.exists(extra$start), timeout = 20, interval = 0.01, what = "the start")
+      # To the instant (a wait for a time, not for a condition).
       at <- as.numeric(readLines(extra$start))
       while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
       probed <- FALSE
+      # A probe stays in flight until every other racer's call has returned
+      # (bounded: with more probes than allowed, that never happens, and the
+      # count shows it).
       res <- cb$execute(function() {
         probed <<- TRUE
-        Sys.sleep(0.5)
+        while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
         "ok"
       }, function() "rejected")
+      file.create(file.path(extra$done, Sys.getpid()))
       list(probed = probed, result = res)
     }
     readies <- replicate(5, tempfile())
     # A generous timeout: a lease that times out is a probe on local rules
     # (by design), which is not what this test is about.
     procs <- lapply(readies, function(r) {
-      fleet_child(server$url, name, args, racer, list(ready = r, start = start_file), timeout = 2)
+      fleet_child(server$url, name, args, racer,
+                  list(ready = r, start = start_file, done = done, others = 5 - hom,
+                       wait_until = child_wait_until()),
+                  timeout = 2)
     })
     expect_true(all(vapply(readies, wait_for_file, TRUE)))
     store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
@@ -158,6 +177,11 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
       heard <<- c(heard, to)
       cat(to, "\n", sep = "", file = extra$heard, append = TRUE)
     })
+    # Ready once its link has made two round trips with the listener on: it
+    # is in the fleet, and has the fleet's state.
+    syncs <- function() circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$syncs
+    done <- syncs()
+    extra$wait_until(function() syncs() >= done + 2, timeout = 20, what = "two syncs")
     file.create(extra$ready)
     # No calls: only the event loop runs.
     deadline <- Sys.time() + 20
@@ -168,7 +192,7 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
   done <- tempfile()
   heard_file <- tempfile()
   child <- fleet_child(server$url, "manual", fleet_args(), listener,
-                       list(ready = ready, done = done, heard = heard_file))
+                       list(ready = ready, done = done, heard = heard_file, wait_until = child_wait_until()))
   expect_true(wait_for_file(ready))
   # Each change waits until the child has heard the one before: a child
   # slowed down by a busy machine could otherwise sync only after two
@@ -178,7 +202,6 @@ test_that("manual control is fleet-wide, and listeners hear it through later", {
       file.exists(heard_file) && identical(readLines(heard_file, warn = FALSE), states)
     })
   }
-  Sys.sleep(0.3)
   cb$force_open()
   expect_true(wait_until(function() identical(server$fleet("manual", "s"), 3)))
   expect_true(child_heard("FORCED_OPEN"))
@@ -231,7 +254,7 @@ test_that("with Redis hung (SIGSTOP), no call waits longer than the timeout", {
   cb <- local_shared_breaker(store, "hung", fleet_args(failure_threshold = 2, recovery_timeout = 0.5))
   for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(server$fleet("hung", "s"), 1)))
-  Sys.sleep(0.7)  # the open period is over: the next call is a probe, which asks Redis
+  wait_for_probe_time(cb)  # the next call is a probe, which asks Redis
   server$process$signal(tools::SIGSTOP)
   on.exit(server$process$signal(tools::SIGCONT), add = TRUE)
   elapsed <- system.time(res <- cb$execute(function() "ok", function() "rejected"))[["elapsed"]]
@@ -255,16 +278,18 @@ test_that("a report retried after a timeout is counted once", {
   expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 100)))
   # Hung for a while: the syncs in flight time out, and are sent again (same
   # ids) on new connections; on SIGCONT Redis runs every copy it received.
+  failed <- fleet_link(cb)$sync_failures
   server$process$signal(tools::SIGSTOP)
   for (i in 1:100) cb$execute(function() "ok")
-  Sys.sleep(1)
+  # Two syncs time out: the second is a copy sent again.
+  wait_until(function() fleet_link(cb)$sync_failures >= failed + 2, what = "two syncs to time out")
   server$process$signal(tools::SIGCONT)
   for (i in 1:100) cb$execute(function() "ok")
   quietly_alone(expect_true(wait_until(function() identical(cb$metrics()$mode, "fleet"), 20)))
-  Sys.sleep(0.5)
-  expect_gt(circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$sync_failures, 0)
+  expect_gt(fleet_link(cb)$sync_failures, 0)
   expect_true(wait_until(function() identical(server$fleet("retry", "tc"), 300)))
-  Sys.sleep(0.3)
+  # And no copy counts again later.
+  wait_for_syncs(cb)
   expect_identical(server$fleet("retry", "tc"), 300)
 })
 
@@ -281,7 +306,7 @@ test_that("SCRIPT FLUSH is survived (NOSCRIPT reloads the scripts)", {
   for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(server$fleet("flush", "s"), 1)))
   expect_identical(server$call("SCRIPT", "FLUSH"), "OK")
-  Sys.sleep(0.5)
+  wait_for_probe_time(cb)
   expect_identical(cb$execute(function() "ok", function() "rejected"), "ok")
   expect_true(wait_until(function() identical(server$fleet("flush", "s"), 0)))
 })
@@ -296,13 +321,16 @@ test_that("the probe lease of a process killed while probing expires", {
   expect_true(wait_until(function() identical(server$fleet("lease", "s"), 1)))
   started <- tempfile()
   prober <- function(cb, extra) {
-    Sys.sleep(1)  # past the open period
+    extra$wait_until(function() {
+      m <- cb$metrics()
+      identical(m$state, "OPEN") && m$seconds_until_probe <= 0
+    }, timeout = 20, what = "the fleet's OPEN state, and the end of its open period")
     cb$execute(function() {
       file.create(extra$started)
-      Sys.sleep(60)
+      Sys.sleep(60)  # a probe in flight until the test kills it
     }, function() "rejected")
   }
-  child <- fleet_child(server$url, "lease", args, prober, list(started = started))
+  child <- fleet_child(server$url, "lease", args, prober, list(started = started, wait_until = child_wait_until()))
   on.exit(if (child$is_alive()) child$kill(), add = TRUE)
   expect_true(wait_for_file(started))
   lease_key <- paste0(fleet_key_of("circuitbreaker", "lease"), ":p:0")
@@ -323,26 +351,31 @@ test_that("clocks skewed by 30 s either way change nothing", {
   args <- fleet_args(failure_threshold = 2, recovery_timeout = 2)
   tripper <- function(cb, extra) {
     for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
-    Sys.sleep(0.5)
+    extra$wait_until(function() isTRUE(cb$metrics()$fleet_failures >= 2), timeout = 20,
+                     what = "the fleet to hear both failures (it opens on them)")
     cb$metrics()[c("state", "seconds_until_probe")]
   }
   # It makes no call until its copy says OPEN: a success here would end the
   # fleet's run of failures (failure_threshold counts the whole fleet).
   observer <- function(cb, extra) {
-    deadline <- Sys.time() + 20
-    while (!identical(cb$state, "OPEN") && Sys.time() < deadline) Sys.sleep(0.01)
+    file.create(extra$ready)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
     open <- cb$metrics()[c("state", "seconds_until_probe")]
     # After the open period, one probe closes the fleet.
-    while (!identical(cb$state, "CLOSED") && Sys.time() < deadline) {
+    extra$wait_until(function() {
       cb$execute(function() "ok", function() "rejected")
-      Sys.sleep(0.05)
-    }
+      identical(cb$state, "CLOSED")
+    }, timeout = 20, interval = 0.05, what = "a probe to close the fleet")
     list(open = open, final = cb$state)
   }
   ready <- tempfile()
-  watch <- fleet_child(server$url, "skew", args, observer, env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "-30"))
-  Sys.sleep(1)
-  trip <- fleet_child(server$url, "skew", args, tripper, env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "30"))
+  watch <- fleet_child(server$url, "skew", args, observer, list(ready = ready, wait_until = child_wait_until()),
+                       env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "-30"))
+  # The observer is in the fleet before the trip.
+  wait_for_file(ready)
+  trip <- fleet_child(server$url, "skew", args, tripper, list(wait_until = child_wait_until()),
+                      env = c(CIRCUITBREAKER_TEST_CLOCK_OFFSET = "30"))
   res <- collect_children(list(trip, watch))
   expect_identical(res[[1]]$state, "OPEN")
   expect_identical(res[[2]]$open$state, "OPEN")
@@ -442,7 +475,7 @@ test_that("a fork()ed child runs on local rules and leaves the parent's connecti
   cb <- local_shared_breaker(store, "forked", fleet_args(failure_threshold = 2, recovery_timeout = 0.3))
   for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(server$fleet("forked", "s"), 1)))
-  Sys.sleep(0.5)  # the next call is a probe: in the child it must not ask Redis
+  wait_for_probe_time(cb)  # the next call is a probe: in the child it must not ask Redis
   job <- parallel::mcparallel({
     r <- cb$execute(function() "ok", function() "rejected")
     list(result = r, state = cb$state, mode = cb$metrics()$mode)

@@ -1,8 +1,8 @@
-# Command-line options of the scripts in bench/'s folders (avalanche/run.R,
-# host-shared/run.R, fleet/run.R), sourced by them, and the list of stop
-# functions they clean up with. A script passes its `spec` (per
-# option: the environment variable that may give it, and whether it is a
-# flag) and its own path (whose leading comment block is its --help).
+# Command-line options of the benchmark scripts (avalanche/run.R,
+# host-shared/run.R, fleet/run.R, async-plumber.R). A script passes its
+# `spec` (per option: the environment variable that may give it, whether it
+# is a flag, and for a number its bounds) and its own path (whose leading
+# comment block is its --help).
 
 usage <- function(status, file) {
   # The comment block at the top of the script.
@@ -63,21 +63,4 @@ as_bounded_number <- function(value, name, spec) {
     bad_option("--", name, " must be ", kind, " from ", s$min, " to ", s$max, ", not \"", value, "\"")
   }
   number
-}
-
-# Stop functions (processes, servers, namespaces), run once each, newest
-# first, by stop_all().
-new_stoppers <- function() {
-  stoppers <- list()
-  list(
-    add = function(stopper) {
-      stoppers[[length(stoppers) + 1L]] <<- stopper
-      invisible(NULL)
-    },
-    stop_all = function() {
-      for (stopper in rev(stoppers)) try(stopper(), silent = TRUE)
-      stoppers <<- list()
-      invisible(NULL)
-    }
-  )
 }

@@ -1,0 +1,58 @@
+# redis_cli(), redis_cluster_start() and redis_sentinel_start(): how the
+# tests start a Redis Cluster, or a master and a replica behind sentinels
+# (inst/redis/, installed with the package, beside helper-redis.R's
+# redis_server_start(), which they use).
+for (redis_topology_file in c("redis-cli.R", "redis-cluster.R", "redis-sentinel.R")) {
+  redis_topology_path <- system.file("redis", redis_topology_file, package = "circuitbreaker")
+  if (nzchar(redis_topology_path)) source(redis_topology_path, local = environment())
+}
+rm(redis_topology_file, redis_topology_path)
+
+# Skips a test where a topology cannot be started: no redis-server or
+# redis-cli, no processx, or a package installed without inst/redis/.
+skip_if_no_redis_topologies <- function() {
+  skip_on_cran()
+  skip_if(!nzchar(Sys.which("redis-server")), "redis-server is not installed")
+  skip_if(!nzchar(Sys.which("redis-cli")), "redis-cli is not installed")
+  skip_if_not_installed("processx")
+  skip_if_not(exists("redis_cluster_start", mode = "function") && exists("redis_server_start", mode = "function"),
+              "the package has no inst/redis/redis-cluster.R")
+}
+
+# A Redis Cluster for one test (redis_cluster_start(): 3 masters with a
+# replica each by default), in a private directory; stopped, and the
+# directory removed, when `env` ends.
+local_redis_cluster <- function(..., env = parent.frame()) {
+  skip_if_no_redis_topologies()
+  dir <- tempfile("cb-cluster-")
+  dir.create(dir)
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  cluster <- redis_cluster_start(dir, ...)
+  withr::defer(cluster$stop(), envir = env)
+  cluster
+}
+
+# A master, a replica and sentinels for one test (redis_sentinel_start()),
+# in a private directory; stopped, and the directory removed, when `env`
+# ends.
+local_redis_sentinel <- function(..., env = parent.frame()) {
+  skip_if_no_redis_topologies()
+  skip_if_not(exists("redis_sentinel_start", mode = "function"), "the package has no inst/redis/redis-sentinel.R")
+  dir <- tempfile("cb-sentinel-")
+  dir.create(dir)
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  sentinel <- redis_sentinel_start(dir, ...)
+  withr::defer(sentinel$stop(), envir = env)
+  sentinel
+}
+
+# Appends `seconds` (named figures) to the file CB_TOPOLOGY_TIMINGS names,
+# when set: how long a topology took to start or fail over, for whoever
+# measures (tests assert no timing).
+record_topology_timings <- function(what, seconds) {
+  path <- Sys.getenv("CB_TOPOLOGY_TIMINGS")
+  if (nzchar(path)) {
+    cat(sprintf("%s %s %.3f\n", what, names(seconds), seconds), sep = "", file = path, append = TRUE)
+  }
+  invisible(seconds)
+}
