@@ -73,7 +73,7 @@ Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
     cbr::abort_invalid_object("probe lease (NULL or a number of seconds)");
   }
   const double t = REAL(timeout)[0];
-  return circuitbreaker::async_probe_lease(
+  return circuitbreaker::probe_hold(
       h.breaker.settings(),
       ISNAN(t) ? std::optional<Nanos>()
                : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));

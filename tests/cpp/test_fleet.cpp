@@ -130,53 +130,6 @@ TEST_CASE("adopt() of manual states; decline_probe() rejects a probe", "[fleet]"
   CHECK(b.acquire(8).permit.kind == cb::PermitKind::Probe);  // the slot is free again
 }
 
-TEST_CASE("configuration fingerprints name the first argument that differs", "[fleet]") {
-  cb::Config a;
-  cb::Config b;
-  CHECK(cb::fleet_fingerprint_difference(cb::fleet_config_fingerprint(a),
-                                         cb::fleet_config_fingerprint(b)) == -1);
-  b.recovery_timeout = 5;
-  CHECK(std::string(cb::kConfigFields[cb::fleet_fingerprint_difference(
-                                          cb::fleet_config_fingerprint(a),
-                                          cb::fleet_config_fingerprint(b))]
-                        .name) == "recovery_timeout");
-  b = a;
-  b.ramp_up = 3;
-  CHECK(std::string(cb::kConfigFields[cb::fleet_fingerprint_difference(
-                                          cb::fleet_config_fingerprint(a),
-                                          cb::fleet_config_fingerprint(b))]
-                        .name) == "ramp_up");
-}
-
-TEST_CASE(
-    "a fingerprint's value is shown as the user writes it; a foreign one as unknown",
-    "[fleet]") {
-  cb::Config a;
-  a.recovery_timeout = 0.1;
-  a.window_type = cb::WindowType::Time;
-  const std::string fp = cb::fleet_config_fingerprint(a);
-  const auto at = [](const char* name) {
-    return static_cast<int>(cb::find_config_field(name) - cb::kConfigFields);
-  };
-  CHECK(cb::fleet_fingerprint_value_text(fp, at("recovery_timeout")) == "0.1");
-  CHECK(cb::fleet_fingerprint_value_text(fp, at("failure_threshold")) == "5");
-  CHECK(cb::fleet_fingerprint_value_text(fp, at("window_type")) == "\"time\"");
-  CHECK(cb::fleet_fingerprint_value_text(fp, at("window_size")) == "NULL");
-  CHECK(cb::fleet_fingerprint_value_text(fp, at("ramp_up")) == "0");
-  // Read from Redis, so untrusted: short, garbled or out of range.
-  CHECK(cb::fleet_fingerprint_value_text("5,", at("ramp_up")) == "unknown");
-  CHECK(cb::fleet_fingerprint_value_text("x,y", 0) == "unknown");
-  CHECK(cb::fleet_fingerprint_value_text("", 0) == "unknown");
-  CHECK(cb::fleet_fingerprint_value_text(fp, -1) == "unknown");
-  CHECK(cb::fleet_fingerprint_value_text(fp, 99) == "unknown");
-  CHECK(cb::fleet_fingerprint_value_text(std::string(100, '9'), 0) == "unknown");
-  // config_conflict() gives both values.
-  cb::Config b = a;
-  b.recovery_timeout = 30;
-  CHECK(cb::fleet_fingerprint_value_text(cb::fleet_config_fingerprint(b),
-                                         at("recovery_timeout")) == "30");
-}
-
 TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fleet]") {
   cb::Config c;
   c.failure_threshold = 3;

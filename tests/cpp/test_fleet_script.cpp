@@ -78,8 +78,8 @@ TEST_CASE("the fleet script trips exactly when the core does", "[fleet-script]")
     }
     const cb::Settings s = cb::make_settings(c);
     cb::Breaker ref(s, 0);
-    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}",
-                cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+    Fleet fleet{conn, "{t:s" + std::to_string(scenario) + "}", cb::config_fingerprint(c),
+                cb::fleet_rules(s)};
     ++scenarios;
     cb::Nanos now = cb::kNanosPerSecond;
     const double p_fail = 0.15 + 0.1 * static_cast<double>(rng() % 6);
@@ -139,7 +139,7 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   c.failure_threshold = 3;
   c.recovery_timeout = 30;
   const cb::Settings s = cb::make_settings(c);
-  Fleet fleet{conn, "{t:once}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  Fleet fleet{conn, "{t:once}", cb::config_fingerprint(c), cb::fleet_rules(s)};
   cb::FleetReport r;
   r.delta.calls = 2;
   r.delta.failures = 2;
@@ -210,7 +210,7 @@ TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") 
   c.failure_rate_threshold = 0.9;
   c.window_size = 10;
   const cb::Settings s = cb::make_settings(c);
-  Fleet fleet{conn, "{t:window}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  Fleet fleet{conn, "{t:window}", cb::config_fingerprint(c), cb::fleet_rules(s)};
   auto field = [&conn](const char* f) {
     cb::RedisConnection::ReplyPtr r = conn.command({"HGET", "{t:window}", f});
     REQUIRE(r);
@@ -244,7 +244,7 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   c.recovery_timeout = 0.2;
   c.half_open_max_calls = 2;
   const cb::Settings s = cb::make_settings(c);
-  Fleet fleet{conn, "{t:lease}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  Fleet fleet{conn, "{t:lease}", cb::config_fingerprint(c), cb::fleet_rules(s)};
   cb::FleetReport r;
   (void)fleet.send(r);
   r.known_generation = fleet.generation;
@@ -316,7 +316,7 @@ TEST_CASE("a probe sent on local rules counts once in the fleet's next half-open
   c.failure_threshold = 1;
   c.recovery_timeout = 0.2;
   const cb::Settings s = cb::make_settings(c);
-  Fleet fleet{conn, "{t:local}", cb::fleet_config_fingerprint(c), cb::fleet_rules(s)};
+  Fleet fleet{conn, "{t:local}", cb::config_fingerprint(c), cb::fleet_rules(s)};
   cb::FleetReport r;
   (void)fleet.send(r);
   r.known_generation = fleet.generation;

@@ -1162,7 +1162,9 @@ TEST_CASE("segment file names round-trip any breaker name", "[host]") {
 
   // Not segment file names.
   for (const char* bad : {"", "c", "cb", "cb_x", "xb-a", "CB-a", "cb-%", "cb-%4",
-                          "cb-%G1", "cb-%1G", "cb-%%41", "cb-a%", "cb-a%2"}) {
+                          "cb-%G1", "cb-%1G", "cb-%%41", "cb-a%", "cb-a%2",
+                          // decodable, but not the one spelling of their name
+                          "cb-%2f", "cb-%61", "cb-a b", "cb-%2F%2f"}) {
     CAPTURE(bad);
     CHECK_FALSE(cb::segment_breaker_name(bad).has_value());
   }

@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include <circuitbreaker/circuitbreaker.hpp>
 
@@ -305,15 +307,79 @@ TEST_CASE("an async probe's lease is its timeout, else recovery_timeout",
   Config c;
   c.recovery_timeout = 30;
   const cb::Settings s = settings_of(c);
-  CHECK(cb::async_probe_lease(s, std::optional<Nanos>(5 * kS)) == 5 * kS);
-  CHECK(cb::async_probe_lease(s, std::nullopt) == 30 * kS);
+  CHECK(cb::probe_hold(s, std::optional<Nanos>(5 * kS)) == 5 * kS);
+  CHECK(cb::probe_hold(s, std::nullopt) == 30 * kS);
   // half_open_max_wait wins over the lease, in acquire().
   c.half_open_max_wait = 12;
   c.failure_threshold = 1;
   Breaker b(settings_of(c), 0);
   b.record(b.acquire(0).permit, Outcome::Failure, 0);
-  REQUIRE(b.acquire(31 * kS, cb::async_probe_lease(b.settings(), 5 * kS)).permitted);
+  REQUIRE(b.acquire(31 * kS, cb::probe_hold(b.settings(), 5 * kS)).permitted);
   CHECK(b.acquire(31 * kS).retry_after == 12 * kS);
+}
+
+TEST_CASE("how long a probe may hold its slot: one rule for every caller and store",
+          "[leases][probe-hold]") {
+  Config c;
+  c.recovery_timeout = 30;
+  cb::Settings s = settings_of(c);
+  // A holder that always settles (kNever, or any negative lease): no deadline.
+  CHECK(cb::probe_hold(s, cb::kNever) == cb::kNever);
+  CHECK(cb::probe_hold(s, Nanos{-1}) == cb::kNever);
+  CHECK(cb::probe_deadline(s, 7, cb::kNever) == cb::kNever);
+  // Its own bound, or recovery_timeout when it gives none.
+  CHECK(cb::probe_hold(s, 0) == 0);
+  CHECK(cb::probe_hold(s, 2 * kS) == 2 * kS);
+  CHECK(cb::probe_deadline(s, 7, 2 * kS) == 7 + 2 * kS);
+  CHECK(cb::probe_hold(s, std::nullopt) == 30 * kS);
+  // A floor (the fleet's lease) lifts a shorter hold, never kNever.
+  CHECK(cb::probe_hold(s, std::nullopt, 60 * kS) == 60 * kS);
+  CHECK(cb::probe_hold(s, 0, kS) == kS);
+  CHECK(cb::probe_hold(s, cb::kNever, kS) == cb::kNever);
+  // half_open_max_wait wins over every lease, the floor still applies.
+  c.half_open_max_wait = 0.25;
+  s = settings_of(c);
+  CHECK(cb::probe_hold(s, cb::kNever) == kS / 4);
+  CHECK(cb::probe_hold(s, 5 * kS) == kS / 4);
+  CHECK(cb::probe_hold(s, std::nullopt) == kS / 4);
+  CHECK(cb::probe_hold(s, std::nullopt, kS) == kS);
+  CHECK(cb::probe_deadline(s, 7, cb::kNever) == 7 + kS / 4);
+  // Saturates.
+  CHECK(cb::probe_deadline(s, cb::kNever - 1, 5 * kS) == cb::kNever);
+}
+
+TEST_CASE("the jitter factor: uniform in (1 - jitter, 1], no draw without jitter",
+          "[leases][jitter]") {
+  std::uint64_t rng = 42;
+  CHECK(cb::draw_jitter_factor(0, rng) == 1);
+  CHECK(rng == 42);
+  for (int i = 0; i < 1000; ++i) {
+    const double f = cb::draw_jitter_factor(0.25, rng);
+    CHECK(f > 0.75);
+    CHECK(f <= 1);
+  }
+  // The same draws as the generator's: breakers seeded alike open alike.
+  std::uint64_t a = 7, b = 7;
+  CHECK(cb::draw_jitter_factor(0.5, a) == 1 - 0.5 * cb::uniform01(b));
+}
+
+TEST_CASE("random_hex: tokens and ids of the digits asked for", "[leases][random]") {
+  std::uint64_t a = 1, b = 1;
+  const std::string t = cb::random_hex(a, 32);
+  CHECK(t.size() == 32);
+  CHECK(t.find_first_not_of("0123456789abcdef") == std::string::npos);
+  // Two words: 16 digits of each.
+  char buf[40];
+  const unsigned long long w1 = cb::splitmix64(b), w2 = cb::splitmix64(b);
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", w1, w2);
+  CHECK(t == buf);
+  // A shorter last group: the top bits of its word.
+  std::uint64_t c = 9, d = 9;
+  const std::string id = cb::random_hex(c, 24);
+  const unsigned long long x1 = cb::splitmix64(d), x2 = cb::splitmix64(d) >> 32;
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", x1, x2);
+  CHECK(id == buf);
+  CHECK(cb::random_hex(c, 0).empty());
 }
 
 TEST_CASE("counts from doubles saturate, and manual clock readings stay in range",

@@ -373,8 +373,10 @@ TEST_CASE("bad segments are refused with their status", "[segment]") {
     CHECK(attach(kSegBytes, other) == cb::SegmentStatus::WrongConfig);
     const cb::FieldInfo* f = cb::find_config_field("failure_threshold");
     REQUIRE(f != nullptr);
-    CHECK(cb::first_config_difference(*copy, other) == f - cb::kConfigFields);
-    CHECK(cb::first_config_difference(*copy, c) == -1);
+    const cb::StoredConfigValues stored = cb::stored_config_values(copy->header);
+    CHECK(cb::first_config_difference(cb::config_values(other), stored) ==
+          f - cb::kConfigFields);
+    CHECK(cb::first_config_difference(cb::config_values(c), stored) == -1);
   }
   SECTION("truncated") {
     CHECK(attach(kSegBytes - 1) == cb::SegmentStatus::TooSmall);

@@ -638,7 +638,7 @@ class BasicBreaker {
     s.opened_at = at;
     ++s.consecutive_opens;
     ++s.totals.times_opened;
-    s.jitter_factor = settings_.jitter > 0 ? 1 - settings_.jitter * uniform01(s.rng) : 1;
+    s.jitter_factor = draw_jitter_factor(settings_.jitter, s.rng);
     s.open_hint = open_for;
     s.open_duration =
         open_duration_for(settings_, s.consecutive_opens, s.jitter_factor, open_for);

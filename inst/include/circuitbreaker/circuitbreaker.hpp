@@ -25,6 +25,7 @@
 #include "random.hpp"
 #include "config.hpp"
 #include "config_fields.hpp"
+#include "config_identity.hpp"
 #include "window.hpp"
 #include "history.hpp"
 #include "permit.hpp"

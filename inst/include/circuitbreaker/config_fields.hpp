@@ -1,17 +1,17 @@
 // The argument table: one entry per user-facing Config argument, in the
 // order R shows them. Bindings iterate it to convert between their own lists
 // and Config, to show defaults, and to store a configuration compactly (a
-// vector of doubles in table order, see config_get / config_set).
+// vector of doubles in table order, see config_get / config_set). What makes
+// two configurations the same (and a value's text in messages) is
+// config_identity.hpp's.
 #ifndef CIRCUITBREAKER_CONFIG_FIELDS_HPP
 #define CIRCUITBREAKER_CONFIG_FIELDS_HPP
 
 #include <cmath>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <string>
 
 #include "config.hpp"
 
@@ -85,20 +85,6 @@ inline double config_get(const Config& c, const FieldInfo& f) noexcept {
     case FieldKind::WindowType: return static_cast<double>(c.window_type);
   }
   return detail::kUnset;
-}
-
-// A field's value as a user writes it, for messages: NULL for an unset
-// optional, "count" or "time" for window_type, else the number. A value read
-// from a shared store (untrusted) is shown as it is: a window_type other
-// than 0 or 1 is shown as a number.
-inline std::string config_value_text(const FieldInfo& f, double v) {
-  if (std::isnan(v)) return "NULL";
-  if (f.kind == FieldKind::WindowType && (v == 0 || v == 1)) {
-    return v == 1 ? "\"time\"" : "\"count\"";
-  }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  return buf;
 }
 
 // Sets a field from a double: NaN unsets an optional; for window_type, 1 is

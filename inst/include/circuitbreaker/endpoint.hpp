@@ -12,6 +12,8 @@
 #include <string_view>
 #include <utility>
 
+#include "percent.hpp"
+
 namespace circuitbreaker {
 
 namespace detail {
@@ -20,9 +22,6 @@ inline bool is_alpha(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-inline bool is_hex(char c) noexcept {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 inline char lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
@@ -39,7 +38,7 @@ inline bool valid_authority(std::string_view a, bool in_url) noexcept {
     if (close == std::string_view::npos || close == 1) return false;
     for (std::size_t k = 1; k < close; ++k) {
       const char c = a[k];
-      if (!(is_hex(c) || c == ':' || c == '.')) return false;
+      if (!(hex_digit_value(c) >= 0 || c == ':' || c == '.')) return false;
     }
     i = close + 1;
   } else {

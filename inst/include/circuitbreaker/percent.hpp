@@ -2,16 +2,16 @@
 //
 // Encoding: how a breaker's name (or a store's prefix) is written where only
 // a few bytes are safe: a segment's file name (host/host_breaker.hpp) and a fleet
-// breaker's Redis keys (redis/sync.hpp). Every byte but [A-Za-z0-9_.-] is
+// breaker's Redis keys (redis/keys.hpp). Every byte but [A-Za-z0-9_.-] is
 // written %XX (upper-case hex). The encoding is injective, and its output
 // never holds '/', ':', '{', '}', '%' (except as an escape), a space or a
 // control byte, so it can sit between separators made of those.
 //
 // Decoding, strictly, for text that arrives from outside the process: the
-// user name and password of a redis:// URL, and the breaker name in a web
-// route's path. Strict means that a malformed escape ("%", "%4", "%G1") is an
-// error rather than being passed through, so that one input never has two
-// readings.
+// user name and password of a redis:// URL, the breaker name in a web
+// route's path, and a segment file's name (host/host_breaker.hpp). Strict
+// means that a malformed escape ("%", "%4", "%G1") is an error rather than
+// being passed through, so that one input never has two readings.
 #ifndef CIRCUITBREAKER_PERCENT_HPP
 #define CIRCUITBREAKER_PERCENT_HPP
 
@@ -20,16 +20,13 @@
 
 namespace circuitbreaker {
 
-namespace percent_detail {
-
-inline int hex_digit(char c) noexcept {
+// The value of hexadecimal digit `c` (either case), or -1 when it is none.
+inline int hex_digit_value(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
-
-}  // namespace percent_detail
 
 // Appends `in`, percent-encoded as above, to `out`.
 inline void append_encoded_name(std::string& out, std::string_view in) {
@@ -59,8 +56,8 @@ inline bool percent_decode(std::string_view in, std::string& out) {
       continue;
     }
     if (i + 2 >= in.size()) return false;  // "%" or "%X" at the end
-    const int hi = percent_detail::hex_digit(in[i + 1]);
-    const int lo = percent_detail::hex_digit(in[i + 2]);
+    const int hi = hex_digit_value(in[i + 1]);
+    const int lo = hex_digit_value(in[i + 2]);
     if (hi < 0 || lo < 0) return false;
     out += static_cast<char>(hi * 16 + lo);
     i += 2;

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <optional>
 
 #include "types.hpp"
 
@@ -62,17 +61,6 @@ struct FleetView {
   std::uint64_t consecutive_opens = 0;
   std::uint64_t consecutive_failures = 0;  // Closed: the fleet's run of failures
 };
-
-// How long a probe taken by an asynchronous call may stay unsettled (the
-// `probe_lease` of acquire()), unless half_open_max_wait says otherwise: the
-// call's own timeout when it has one, else recovery_timeout. A synchronous
-// call always settles (an interrupt releases its permit) and passes kNever;
-// an asynchronous one may never settle, and must not hold HALF_OPEN forever.
-template <typename SettingsT>
-inline Nanos async_probe_lease(const SettingsT& s,
-                               std::optional<Nanos> call_timeout) noexcept {
-  return call_timeout ? *call_timeout : s.recovery_timeout;
-}
 
 }  // namespace circuitbreaker
 

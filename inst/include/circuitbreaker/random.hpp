@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <random>
+#include <string>
 
 namespace circuitbreaker {
 
@@ -30,6 +32,20 @@ inline constexpr double kTwoToMinus53 = 0x1.0p-53;
 inline double uniform01(std::uint64_t& state) noexcept {
   return static_cast<double>(splitmix64(state) >> (64 - kDoubleMantissaBits)) *
          kTwoToMinus53;
+}
+
+// `digits` random lower-case hex digits (a token, an id), 16 from each
+// word of the generator (its top bits for a last, shorter group).
+inline std::string random_hex(std::uint64_t& state, int digits) {
+  std::string out;
+  char buf[20];
+  for (int left = digits; left > 0; left -= 16) {
+    const int n = left < 16 ? left : 16;
+    const std::uint64_t word = splitmix64(state) >> (64 - 4 * n);
+    std::snprintf(buf, sizeof buf, "%0*llx", n, static_cast<unsigned long long>(word));
+    out += buf;
+  }
+  return out;
 }
 
 // A seed nobody chose: std::random_device, mixed with the steady clock and a

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "config.hpp"
+#include "random.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
 #include "types.hpp"
@@ -24,6 +26,14 @@ inline double ratio(std::uint64_t count, std::uint64_t calls) noexcept {
 inline bool rate_reached(std::uint64_t count, std::uint64_t calls,
                          double threshold) noexcept {
   return ratio(count, calls) >= threshold;
+}
+
+// The factor an open duration is multiplied by (open_duration_for()):
+// uniform in (1 - jitter, 1], so that processes and breakers that opened
+// together do not all probe at once; 1 without jitter, and then `rng` does
+// not move.
+inline double draw_jitter_factor(double jitter, std::uint64_t& rng) noexcept {
+  return jitter > 0 ? 1 - jitter * uniform01(rng) : 1;
 }
 
 // recovery_timeout * backoff_multiplier^(opens - 1), capped, times the
@@ -48,12 +58,37 @@ inline Nanos open_duration_for(const Settings& s, std::uint64_t opens,
   return static_cast<Nanos>(d + 0.5);
 }
 
-// The deadline of a probe taken at `now`: half_open_max_wait when the
-// configuration has one, else the caller's lease; kNever (none) for a lease
-// of kNever or a negative one. Saturates at kNever.
+// How long a probe may hold its half-open slot: the one rule, for every
+// store and every kind of caller.
+//   1. half_open_max_wait, when the configuration sets one;
+//   2. else `lease`, the bound the holder gives: an asynchronous call's own
+//      timeout, or kNever (any negative lease too) for a holder that always
+//      settles, so that its probe needs no deadline: a synchronous call (an
+//      interrupt releases its permit) in a process whose death the store
+//      sees (the host store frees a dead process's slots);
+//   3. else, when the holder gives no bound (nullopt) and may never settle,
+//      recovery_timeout: an asynchronous call without a timeout, a
+//      synchronous call in a process whose death the store cannot see (the
+//      host store, another pid namespace), a probe's fleet-wide lease;
+//   4. at least `floor`, where a store cannot hold a shorter one: the
+//      fleet's lease (fleet/member.hpp's kMinFleetProbeLease) lives in Redis,
+//      a round trip and a clock away.
+// kNever: no deadline.
+inline Nanos probe_hold(const Settings& s, std::optional<Nanos> lease,
+                        Nanos floor = 0) noexcept {
+  const Nanos hold = s.half_open_max_wait != kNever ? s.half_open_max_wait
+                     : lease                        ? *lease
+                                                    : s.recovery_timeout;
+  if (hold < 0 || hold == kNever) return kNever;
+  return hold < floor ? floor : hold;
+}
+
+// The deadline of a probe taken at `now` by a caller whose lease is
+// `probe_lease` (probe_hold()); kNever (none) for a lease of kNever or a
+// negative one. Saturates at kNever.
 inline Nanos probe_deadline(const Settings& s, Nanos now, Nanos probe_lease) noexcept {
-  const Nanos lease = s.half_open_max_wait != kNever ? s.half_open_max_wait : probe_lease;
-  return (lease < 0 || lease == kNever) ? kNever : saturating_add(now, lease);
+  const Nanos hold = probe_hold(s, probe_lease);
+  return hold == kNever ? kNever : saturating_add(now, hold);
 }
 
 inline WindowTotals window_totals(const BreakerState& st, const Settings& s,

@@ -13,6 +13,9 @@
 //      endpoint_key() (endpoint.hpp)
 //   3  headers in folders by role (host/, fleet/, redis/), any_breaker.hpp,
 //      config_identity.hpp, version.hpp
+//      (config_fingerprint() was fleet_config_fingerprint(), config_value_text()
+//      moved there), rules.hpp's probe_hold() (was permit.hpp's
+//      async_probe_lease()) and draw_jitter_factor()
 #define CIRCUITBREAKER_API_VERSION 3
 
 #endif  // CIRCUITBREAKER_VERSION_HPP

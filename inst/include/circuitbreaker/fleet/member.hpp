@@ -16,13 +16,20 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../breaker.hpp"
+#include "../config_identity.hpp"
 #include "../random.hpp"
 #include "protocol.hpp"
 
 namespace circuitbreaker {
+
+// The shortest probe lease the fleet's store holds (probe_hold()'s floor):
+// the lease is taken a round trip away and expires by the store's clock, so
+// a shorter one could lapse before the probe it guards has started.
+inline constexpr Nanos kMinFleetProbeLease = kNanosPerSecond;
 
 class FleetMember {
  public:
@@ -31,7 +38,8 @@ class FleetMember {
               std::string id_prefix)
       : name_(std::move(name)),
         key_(std::move(key)),
-        fingerprint_(fleet_config_fingerprint(config)),
+        values_(config_values(config)),
+        fingerprint_(config_fingerprint(values_)),
         rules_(fleet_rules(make_settings(config))),
         id_prefix_(std::move(id_prefix)),
         breaker_(make_settings(config), now),
@@ -64,11 +72,9 @@ class FleetMember {
   Admission confirm_probe(const Admission& a, Nanos now, Nanos hold, Lease&& lease) {
     const Nanos denied = denied_until_.load(std::memory_order_relaxed);
     if (now < denied) return breaker_.decline_probe(a.permit, denied - now, now);
-    const Settings& s = breaker_.settings();
-    const Nanos lease_for =
-        s.half_open_max_wait != kNever ? s.half_open_max_wait : s.recovery_timeout;
+    // A lease in Redis outlives this process: its holder may never settle.
     const std::int64_t lease_ms =
-        nanos_to_ms(lease_for) > 1000 ? nanos_to_ms(lease_for) : 1000;
+        nanos_to_ms(probe_hold(breaker_.settings(), std::nullopt, kMinFleetProbeLease));
     const std::string token = new_token();
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
     if (!r) {
@@ -197,9 +203,7 @@ class FleetMember {
       r.open_elapsed_ms = nanos_to_ms(snap.open_duration - snap.retry_after);
     }
     r.consecutive_opens = snap.consecutive_opens;
-    r.jitter_factor = breaker_.settings().jitter > 0
-                          ? 1 - breaker_.settings().jitter * uniform01(rng_)
-                          : 1;
+    r.jitter_factor = draw_jitter_factor(breaker_.settings().jitter, rng_);
     r.built_generation = snap.generation;
     r.built_failures = snap.consecutive_failures;
     return r;
@@ -249,16 +253,16 @@ class FleetMember {
   // then the index (in kConfigFields) of the first argument that differs, or
   // -1 when none can be named.
   // `given` and `stored` get that argument's value as this process gave it
-  // and as the fleet keeps it (config_value_text()).
+  // and as the fleet keeps it (config_difference()).
   bool config_conflict(int* field, std::string* given = nullptr,
                        std::string* stored = nullptr) const {
     const std::string theirs = status().fleet_config;
     if (theirs.empty()) return false;
-    const int f = fleet_fingerprint_difference(fingerprint_, theirs);
-    *field = f >= 0 && f < static_cast<int>(kConfigFieldCount) ? f : -1;
+    ConfigDifference d = config_difference(values_, read_config_fingerprint(theirs));
+    *field = d.field;
     if (*field >= 0 && given != nullptr && stored != nullptr) {
-      *given = fleet_fingerprint_value_text(fingerprint_, *field);
-      *stored = fleet_fingerprint_value_text(theirs, *field);
+      *given = std::move(d.given);
+      *stored = std::move(d.stored);
     }
     return true;
   }
@@ -271,13 +275,7 @@ class FleetMember {
     bool active = false;
   };
 
-  std::string new_token() {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%016llx%016llx",
-                  static_cast<unsigned long long>(splitmix64(token_rng_)),
-                  static_cast<unsigned long long>(splitmix64(token_rng_)));
-    return buf;
-  }
+  std::string new_token() { return random_hex(token_rng_, 32); }
 
   // A reply as the core takes it (under mutex_: "new" is against the
   // generation this process knew).
@@ -310,7 +308,9 @@ class FleetMember {
     known_ = true;
   }
 
-  const std::string name_, key_, fingerprint_, rules_, id_prefix_;
+  const std::string name_, key_;
+  const ConfigValues values_;
+  const std::string fingerprint_, rules_, id_prefix_;
   Breaker breaker_;
   std::uint64_t rng_;                   // jitter factors: the sync thread
   std::uint64_t token_rng_;             // lease tokens: the caller's thread

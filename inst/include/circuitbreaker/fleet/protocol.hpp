@@ -1,6 +1,7 @@
 // What one process and the fleet's store say to each other about one breaker
-// (FleetReport, FleetReply), the configuration as the fleet compares it, and
-// the manual commands a process asks of the whole fleet. The member
+// (FleetReport, FleetReply) and the manual commands a process asks of the
+// whole fleet. The configuration travels as its fingerprint
+// (config_identity.hpp's config_fingerprint()). The member
 // (member.hpp) builds reports and applies replies; the script (script.hpp)
 // is the store's side.
 #ifndef CIRCUITBREAKER_FLEET_PROTOCOL_HPP
@@ -14,7 +15,6 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "../config_fields.hpp"
 #include "../rules.hpp"
 #include "../types.hpp"
 
@@ -33,55 +33,6 @@ inline std::int64_t nanos_to_ms(Nanos n) noexcept {
 }
 inline Nanos ms_to_nanos(std::int64_t ms) noexcept {
   return static_cast<Nanos>(ms) * 1000000;
-}
-
-// The configuration as the fleet compares it: the 14 arguments in table
-// order. A process with other values gets the fleet's back, and the first
-// field that differs names the argument.
-inline std::string fleet_config_fingerprint(const Config& c) {
-  std::string out;
-  char buf[32];
-  for (const FieldInfo& f : kConfigFields) {
-    std::snprintf(buf, sizeof buf, "%.17g", config_get(c, f));
-    if (!out.empty()) out += ',';
-    out += buf;
-  }
-  return out;
-}
-
-// The index (in kConfigFields) of the first value that differs between two
-// fingerprints, or -1.
-inline int fleet_fingerprint_difference(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  for (int field = 0; field < static_cast<int>(kConfigFieldCount); ++field) {
-    const std::size_t ei = a.find(',', i), ej = b.find(',', j);
-    if (a.substr(i, ei - i) != b.substr(j, ej - j)) return field;
-    if (ei == std::string::npos || ej == std::string::npos) {
-      return ei == ej ? -1 : field + 1;
-    }
-    i = ei + 1;
-    j = ej + 1;
-  }
-  return -1;
-}
-
-// Field `field`'s value in fingerprint `fp` (fleet_config_fingerprint()) as
-// config_value_text() shows it; "unknown" when `fp` (read from Redis, so
-// untrusted) has no number there.
-inline std::string fleet_fingerprint_value_text(const std::string& fp, int field) {
-  if (field < 0 || field >= static_cast<int>(kConfigFieldCount)) return "unknown";
-  std::size_t at = 0;
-  for (int i = 0; i < field; ++i) {
-    at = fp.find(',', at);
-    if (at == std::string::npos) return "unknown";
-    ++at;
-  }
-  const std::string item = fp.substr(at, fp.find(',', at) - at);
-  if (item.empty() || item.size() > 32) return "unknown";
-  char* end = nullptr;
-  const double v = std::strtod(item.c_str(), &end);
-  if (end == item.c_str() || *end != '\0') return "unknown";
-  return config_value_text(kConfigFields[field], v);
 }
 
 // The rules the script applies (fleet/script.hpp's hash fields ft ... mx).

@@ -4,7 +4,7 @@
 // real redis-server in tests/testthat/test-store-redis.R and
 // tests/cpp/test_fleet.cpp).
 //
-// Keys of breaker `name` under `prefix` (redis/sync.hpp's fleet_key(): a
+// Keys of breaker `name` under `prefix` (redis/keys.hpp's fleet_key(): a
 // format version, then a hash tag holding the encoded prefix and name, so
 // that Redis Cluster keeps one breaker in one slot; written K below):
 //   K = cb1:{prefix:name}  hash: the fleet state (fields below)

@@ -52,7 +52,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "../config_identity.hpp"
 #include "../percent.hpp"
 #include "segment_attach.hpp"
 #include "segment_mapping.hpp"
@@ -74,23 +76,8 @@ inline std::string segment_file_name(std::string_view name) {
 // is not such a name (not exactly as segment_file_name() writes it).
 inline std::optional<std::string> segment_breaker_name(std::string_view file) {
   if (file.size() < 3 || file.substr(0, 3) != "cb-") return std::nullopt;
-  const auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
-  for (std::size_t i = 3; i < file.size(); ++i) {
-    if (file[i] != '%') {
-      out += file[i];
-      continue;
-    }
-    if (i + 2 >= file.size() || digit(file[i + 1]) < 0 || digit(file[i + 2]) < 0) {
-      return std::nullopt;
-    }
-    out += static_cast<char>(digit(file[i + 1]) * 16 + digit(file[i + 2]));
-    i += 2;
-  }
+  if (!percent_decode(file.substr(3), out)) return std::nullopt;
   // Only the one spelling segment_file_name() writes: "cb-%61", "cb-%2f" or
   // "cb-a b" would otherwise stand for a breaker ("a", "/", "a b") whose
   // segment is another file.
@@ -134,13 +121,11 @@ class HostBreaker {
     r.status = init_or_attach(mapping_.data(), mapping_.size(), config, settings, now,
                               current_process());
     if (r.status == SegmentStatus::WrongConfig) {
-      r.differing_field = first_config_difference(*mapping_.segment(), config);
-      if (r.differing_field >= 0) {
-        const FieldInfo& f = kConfigFields[r.differing_field];
-        r.given_value = config_value_text(f, config_get(config, f));
-        r.stored_value = config_value_text(
-            f, mapping_.segment()->header.config_values[r.differing_field]);
-      }
+      ConfigDifference d = config_difference(
+          config_values(config), stored_config_values(mapping_.segment()->header));
+      r.differing_field = d.field;
+      r.given_value = std::move(d.given);
+      r.stored_value = std::move(d.stored);
     }
     if (!r.ok()) {
       mapping_.close();
@@ -202,12 +187,14 @@ class HostBreaker {
       }
     }
     if (!tracks_owners_) {
-      // A synchronous call (no deadline: kNever or any negative lease) gets
-      // recovery_timeout: nobody could free its probe if it died.
-      if (probe_lease == kNever || probe_lease < 0) {
-        probe_lease = settings().recovery_timeout;
-      }
-      return breaker_->acquire(now, probe_lease, 0);
+      // Nobody could free this process's probe if it died: a synchronous
+      // call (kNever or any negative lease) gives no bound (probe_hold()).
+      const bool unbounded = probe_lease == kNever || probe_lease < 0;
+      return breaker_->acquire(
+          now,
+          probe_hold(settings(),
+                     unbounded ? std::nullopt : std::optional<Nanos>(probe_lease)),
+          0);
     }
     // Dead owners' slots are freed inside this one decision (when half-open
     // is full), so the call counts as rejected only if it is.

@@ -4,13 +4,14 @@
 #define CIRCUITBREAKER_HOST_SEGMENT_ATTACH_HPP
 
 #include <chrono>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <thread>
 
 #include "../config.hpp"
 #include "../config_fields.hpp"
+#include "../config_identity.hpp"
 #include "segment_lock.hpp"
 
 namespace circuitbreaker {
@@ -66,17 +67,12 @@ inline const char* segment_status_message(SegmentStatus s) noexcept {
   return "unknown segment status";
 }
 
-// The first argument (an index into kConfigFields) whose value in `config`
-// differs from the segment creator's, by the rule config_hash() applies
-// (unset optionals are equal, +0 and -0 are equal); -1 when none does.
-inline int first_config_difference(const Segment& seg, const Config& config) noexcept {
-  for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
-    const double mine = config_get(config, kConfigFields[i]);
-    const double theirs = seg.header.config_values[i];
-    const bool same = (std::isnan(mine) && std::isnan(theirs)) || mine == theirs;
-    if (!same) return static_cast<int>(i);
-  }
-  return -1;
+// The configuration the segment's creator gave, as its header keeps it (for
+// config_difference(): which argument an attacher differs in).
+inline StoredConfigValues stored_config_values(const SegmentHeader& h) noexcept {
+  StoredConfigValues v{};
+  for (std::size_t i = 0; i < kConfigFieldCount; ++i) v[i] = h.config_values[i];
+  return v;
 }
 
 inline bool segment_ok(SegmentStatus s) noexcept {
@@ -140,12 +136,9 @@ inline SegmentStatus init_or_attach(
   Segment& seg = *static_cast<Segment*>(mapping);
   SegmentHeader& h = seg.header;
   const std::uint64_t magic = segment_magic_word();
-  const std::uint64_t cfg_hash = config_hash(config);
+  const ConfigValues values = config_values(config);
+  const std::uint64_t cfg_hash = config_hash(values);
   const std::uint64_t this_boot = boot_id();
-  double config_values[kConfigFieldCount];
-  for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
-    config_values[i] = config_get(config, kConfigFields[i]);
-  }
 
   // Initialises the segment: only ever called by the one process that moved
   // the init word to Initialising.
@@ -159,7 +152,7 @@ inline SegmentStatus init_or_attach(
     h.boot = this_boot;
     h.created_at = now;
     for (std::size_t i = 0; i < kConfigFieldCount; ++i) {
-      h.config_values[i] = config_values[i];
+      h.config_values[i] = values[i];
     }
     std::memset(static_cast<void*>(&seg.control), 0,
                 sizeof(Segment) - offsetof(Segment, control));
