@@ -41,7 +41,10 @@ link_of <- function(cb) {
   c(unlist(numeric), fleet = as.numeric(identical(info$mode, "fleet")))
 }
 
-# 1. The stores and their breakers.
+# 1. The stores and their breakers; the threads of the process before and
+# after (each store's sync thread is one more).
+tasks <- function() length(list.files("/proc/self/task"))
+threads_before <- tasks()
 stores <- lapply(cfg$prefixes, function(p) {
   breaker_store_redis(cfg$url, prefix = p, sync_interval = cfg$sync_interval, timeout = cfg$timeout)
 })
@@ -67,6 +70,7 @@ for (s in seq_along(stores)) {
   created$seconds[[s]] <- now() - t0
 }
 rm(made)
+created$threads_added <- tasks() - threads_before
 saveRDS(created, file.path(dir, "created.tmp"))
 file.rename(file.path(dir, "created.tmp"), file.path(dir, "created.rds"))
 

@@ -147,7 +147,9 @@ sync_round_trips <- function(o, t0, t1) {
   rt <- o$round_trips
   if (is.null(rt) || !nrow(rt)) return(NULL)
   setup <- c("SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "AUTH", "SELECT", "SCRIPT", "HELLO", "CLIENT")
-  rt[rt$tid != o$pid & !toupper(rt$name) %in% setup & rt$start >= t0 & rt$start <= t1, , drop = FALSE]
+  rt <- rt[rt$tid != o$pid & !toupper(rt$name) %in% setup & rt$start >= t0 & rt$start <= t1, , drop = FALSE]
+  if (nrow(rt)) rt$pid <- o$pid
+  rt
 }
 
 start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
@@ -228,7 +230,7 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
   per_worker <- n_breakers * max(lengths(lapply(workers, function(w) w$prefixes)))
   wait_files(workers, "created.rds", 120 + 0.1 * per_worker)
   made_in <- now() - t_start
-  created <- do.call(rbind, lapply(workers, function(w) readRDS(file.path(w$dir, "created.rds"))))
+  created <- do.call(rbind, lapply(workers, function(w) cbind(worker = w$id, readRDS(file.path(w$dir, "created.rds")))))
   say(sprintf("  made in %.0f s (every process started, loaded the package, made its stores); warm-up %g s\n",
               made_in, opts$warmup))
   Sys.sleep(opts$warmup)
@@ -325,7 +327,10 @@ report <- function(r, say) {
               1000 * stats::median(cr$seconds) / max(1, r$n))),
     c("breakers that failed to be made", fmt_n(sum(cr$errors))),
     c("Redis clients (CLIENT LIST), by last command", sprintf("%d: %s", r$clients$total, by_cmd)),
-    c("sync threads seen (one SUBSCRIBE each) / store connections asked for", sprintf("%d / %d", subs, o$connections)),
+    c("threads the stores added to the workers; threads that sent syncs; store connections asked for",
+      sprintf("%d; %s; %d", sum(r$created$threads_added[!duplicated(r$created$worker)]),
+              if (measured) as.character(nrow(unique(rts[c("pid", "tid")]))) else "-", o$connections)),
+    c("subscriptions (SUBSCRIBE: made after a good sync, dropped with a failed one)", subs),
     c(sprintf("**Redis CPU, %% of one core** (INFO cpu over %.1f s; /proc)", r$window),
       sprintf("**%s** (%s); target at most %s: %s", pct(r$redis_cpu), pct(r$redis_cpu_proc), pct(target_cpu),
               verdict(r$redis_cpu <= target_cpu))),
