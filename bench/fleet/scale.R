@@ -318,7 +318,7 @@ report <- function(r, say) {
   top <- paste(sprintf("%s %s", sub("^cmdstat_", "", names(top)), fmt_n(top / r$window)), collapse = ", ")
   rts <- do.call(rbind, lapply(r$per_process, `[[`, "round_trips"))
   measured <- !is.null(rts) && nrow(rts) > 0L
-  rt_all <- if (measured) rts$seconds[rts$ok == 1] else numeric()
+  rt_all <- if (measured) rts$seconds else numeric()
   target_cpu <- if (r$kind == "idle") 0.05 else 0.5
   rows <- list(
     c("breakers made: whole start (processes, package, stores, breakers)", sprintf("%.0f s", r$made_in)),
@@ -347,7 +347,7 @@ report <- function(r, say) {
     c("failed syncs in the window (all stores); share of samples in mode \"fleet\"",
       sprintf("%s; %s (lowest store %s)", fmt_n(failures), pct(mean(fleet)), pct(min(fleet)))),
     if (measured) {
-      c("**sync round trip** (every sync of every store, measured): p50 / p99 / max; failed",
+      c("**sync round trip** (every sync of every store, measured; a failed one ends at timeout): p50 / p99 / max; failed",
         sprintf("**%s / %s / %s**; %s of %s", ms(q(rt_all, 0.5)), ms(q(rt_all, 0.99)), ms(max(rt_all, -Inf)),
                 fmt_n(sum(rts$ok == 0)), fmt_n(nrow(rts))))
     } else {
@@ -367,15 +367,17 @@ report <- function(r, say) {
   worst <- -Inf
   for (k in seq_along(r$per_process)) {
     p <- r$per_process[[k]]
-    rt <- if (measured && !is.null(p$round_trips)) p$round_trips$seconds[p$round_trips$ok == 1] else numeric()
+    rt <- if (measured && !is.null(p$round_trips)) p$round_trips$seconds else numeric()
     rt_text <- if (length(rt)) {
       worst <- max(worst, q(rt, 0.99))
       sprintf("%s / %s / %s (%s / %s / %s)", ms(q(rt, 0.5)), ms(q(rt, 0.99)), ms(max(rt)),
               pct(q(rt, 0.5) / timeout), pct(q(rt, 0.99) / timeout), pct(max(rt) / timeout))
+    } else if (measured) {
+      "none in the window"
     } else {
       est <- mean(p$gaps) - sync_interval
-      worst <- max(worst, est)
-      sprintf("mean %s, estimated (%s)", ms(est), pct(est / timeout))
+      if (is.finite(est)) worst <- max(worst, est)
+      if (is.finite(est)) sprintf("mean %s, estimated (%s)", ms(est), pct(est / timeout)) else "no two syncs"
     }
     say(sprintf("| %d | %d | %s | %.2f | %s | %s | %s | %s / %s / %s (%d) |\n", k, p$stores,
                 if (is.na(p$calls)) "-" else fmt_n(p$calls), p$syncs_per_s, fmt_n(p$failures), pct(p$fleet),
@@ -383,7 +385,7 @@ report <- function(r, say) {
   }
   say(sprintf(paste("\nEvery process's sync round trip under 20%% of timeout (%s; judged on each process's p99%s):",
                     "worst %s (%s): %s\n"), ms(0.2 * timeout), if (measured) "" else ", estimated mean",
-              ms(worst), pct(worst / timeout), verdict(worst < 0.2 * timeout)))
+              ms(worst), pct(worst / timeout), if (is.finite(worst)) verdict(worst < 0.2 * timeout) else "MISSED"))
 }
 
 # ---------------------------------------------------------------------------
@@ -427,14 +429,9 @@ status <- tryCatch(
         say(sprintf("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up\n", sync_interval,
                     timeout, opts$seconds, opts$warmup))
         t0 <- now()
-        results <- list()
-        if (opts$idle > 0) {
-          results$idle <- run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say)
-        }
-        if (opts$busy > 0) {
-          results$busy <- run_scenario("busy", opts$busy, server$url, redis, server, opts, dir, shim, say)
-        }
-        for (r in results) report(r, say)
+        # Each scenario's report as soon as it is measured.
+        if (opts$idle > 0) report(run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say), say)
+        if (opts$busy > 0) report(run_scenario("busy", opts$busy, server$url, redis, server, opts, dir, shim, say), say)
         say(sprintf("\nTotal %.0f s.\n", now() - t0))
       },
       finally = cleanup$stop_all()
