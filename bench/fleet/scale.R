@@ -350,7 +350,8 @@ report <- function(r, say) {
     c("failed syncs in the window (all stores); share of samples in mode \"fleet\"",
       sprintf("%s; %s (lowest store %s)", fmt_n(failures), pct(mean(fleet)), pct(min(fleet)))),
     if (measured) {
-      c("**sync round trip** (every sync of every store, measured; a failed one ends at timeout): p50 / p99 / max; failed",
+      c(paste("**sync round trip** (every sync of every store, measured; a failed one ends at timeout):",
+              "p50 / p99 / max; failed"),
         sprintf("**%s / %s / %s**; %s of %s", ms(q(rt_all, 0.5)), ms(q(rt_all, 0.99)), ms(max(rt_all, -Inf)),
                 fmt_n(sum(rts$ok == 0)), fmt_n(nrow(rts))))
     } else {
