@@ -135,7 +135,8 @@ void cb_round_trips_dump(char** path) {
   for (long i = 0; i < n; i++) {
     struct round_trip* r = &table[i];
     if (!atomic_load(&r->done)) continue;
-    fprintf(f, "%ld\t%.6f\t%.9f\t%d\t%s\t%d\n", r->tid, r->start, r->seconds, r->commands, r->name, r->ok);
+    fprintf(f, "%ld\t%.6f\t%.9f\t%d\t%s\t%d\n", r->tid, r->start, r->seconds, r->commands,
+            r->name, r->ok);
   }
   fclose(f);
 }
