@@ -100,7 +100,7 @@ class FleetHandle final : public AnyBreaker {
   }
 
  private:
-  Breaker& local() noexcept { return member_->breaker(); }
+  FleetBreaker& local() noexcept { return member_->breaker(); }
 
   // A probe's outcome (or release) goes to the fleet at once.
   void settled(const Permit& p, bool released, Nanos now, bool failed) {
