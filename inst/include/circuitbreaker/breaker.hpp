@@ -45,22 +45,18 @@
 #include "history.hpp"
 #include "lock.hpp"
 #include "permit.hpp"
+#include "probe_slots.hpp"
 #include "random.hpp"
 #include "rules.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
 #include "store.hpp"
+#include "tally.hpp"
 #include "transition_log.hpp"
 #include "types.hpp"
 #include "window.hpp"
 
 namespace circuitbreaker {
-
-// acquire()'s `gone` when no owner is ever judged dead (nothing to free, no
-// code for it).
-struct NobodyGone {
-  bool operator()(std::uint32_t) const noexcept { return false; }
-};
 
 template <typename Store>
 class BasicBreaker {
@@ -105,13 +101,13 @@ class BasicBreaker {
                     Gone gone = Gone{}) noexcept {
     const Critical section(*this, now, kExpireProbes);
     if (std::optional<Admission> a = admit_without_writing(view(), now)) {
-      if (!a->permitted) count_rejection(now);
+      if (!a->permitted) tally_rejection(st(), now);
       return *a;
     }
     BreakerState& st = store_.state();
     switch (st.state) {
       case State::Closed:  // ramping up
-        if (!ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
+        if (!ramp_admits(st, settings_, now)) return reject(Rejection::RampUp, 0, now);
         return grant(PermitKind::Counted, now);
       case State::Open:  // the open period is over
         transition(State::HalfOpen, now);
@@ -148,7 +144,7 @@ class BasicBreaker {
     const bool failed = outcome == Outcome::Failure;
     const bool slow =
         settings_.slow_tracking && now - p.started_at > settings_.slow_call_duration;
-    count_result(failed, slow, now);
+    tally_result(st, failed, slow, now);
     if (!current) {
       ++st.totals.late;
     } else if (p.kind == PermitKind::Counted) {
@@ -184,7 +180,7 @@ class BasicBreaker {
       return true;
     }
     const bool failed = outcome == Outcome::Failure;
-    count_result(failed, false, now);
+    tally_result(st, failed, false, now);
     switch (st.state) {
       case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
@@ -192,16 +188,16 @@ class BasicBreaker {
         if (!failed) {
           close(now);
         } else if (st.state == State::Open) {
-          note_failure(now);
+          tally_failure(st, now);
           st.opened_at = now;
         } else {
-          note_failure(now);
+          tally_failure(st, now);
           trip(now, -1);
         }
         break;
       case State::ForcedOpen:
         if (failed) {
-          note_failure(now);
+          tally_failure(st, now);
         } else {
           st.consecutive_failures = 0;
         }
@@ -224,7 +220,7 @@ class BasicBreaker {
     st.consecutive_failures = 0;
     st.consecutive_opens = 0;
     st.ramping = false;
-    clear_window();
+    clear_windows(st);
   }
 
   // Rejects every call until reset().
@@ -248,17 +244,11 @@ class BasicBreaker {
   void reconfigure(const Settings& s, Nanos now) noexcept {
     const Critical section(*this, now, kKeepProbes);
     BreakerState& st = store_.state();
-    const bool window_changed = s.window_type != settings_.window_type ||
-                                s.window_calls != settings_.window_calls ||
-                                s.window_bucket != settings_.window_bucket;
-    const bool timing_changed =
-        s.recovery_timeout != settings_.recovery_timeout ||
-        s.backoff_multiplier != settings_.backoff_multiplier ||
-        s.max_recovery_timeout != settings_.max_recovery_timeout ||
-        s.max_open_hint != settings_.max_open_hint;
+    const bool window_changed = window_shape_differs(s, settings_);
+    const bool timing_changed = open_timing_differs(s, settings_);
     settings_ = s;
     reseed();
-    if (window_changed) clear_window();
+    if (window_changed) clear_windows(st);
     if (timing_changed) {
       st.open_duration = open_duration_for(
           settings_, st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
@@ -327,7 +317,7 @@ class BasicBreaker {
 
   // A rejection, counted.
   Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
-    count_rejection(now);
+    tally_rejection(st(), now);
     return call_refused(why, std::as_const(store_).state().state, retry_after);
   }
 
@@ -344,17 +334,12 @@ class BasicBreaker {
     transition(State::Closed, now);
     s.consecutive_failures = 0;
     s.consecutive_opens = 0;
-    clear_window();
+    clear_windows(st());
     if (settings_.ramp_up > 0) {
       s.ramping = true;
       s.ramp_started = now;
       s.ramp_credit = 0;
     }
-  }
-
-  void clear_window() noexcept {
-    st().count_window.clear();
-    st().time_window.clear();
   }
 
   // Every move between states: logged, a new generation (permits of the old
@@ -386,12 +371,6 @@ class BasicBreaker {
 
   Admission grant(PermitKind kind, Nanos now) noexcept {
     return permit_granted(kind, std::as_const(store_).state().generation, now);
-  }
-
-  void count_rejection(Nanos now) noexcept {
-    BreakerState& s = st();
-    ++s.totals.rejected;
-    s.history.add_rejection(now);
   }
 
   AdmissionView view() const noexcept { return admission_view(store_.state()); }
@@ -440,56 +419,15 @@ class BasicBreaker {
     Nanos deadline = 0;
     if (seen.state != State::HalfOpen || !seen.probes.expired(now, &deadline)) return;
     ++st().totals.expired;
-    note_failure(deadline);
+    tally_failure(st(), deadline);
     trip(deadline, -1);
-  }
-
-  bool ramp_admits(Nanos now) noexcept {
-    BreakerState& s = st();
-    const Nanos elapsed = now - s.ramp_started;
-    if (elapsed >= settings_.ramp_up) {
-      s.ramping = false;
-      return true;
-    }
-    // Error diffusion: over any run of calls, the admitted share follows the
-    // ramp, deterministically.
-    s.ramp_credit +=
-        static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
-    if (s.ramp_credit >= 1) {
-      s.ramp_credit -= 1;
-      return true;
-    }
-    return false;
-  }
-
-  void count_result(bool failed, bool slow, Nanos now) noexcept {
-    BreakerState& s = st();
-    s.history.add_result(now, failed, slow);
-    ++s.totals.calls;
-    if (failed) {
-      ++s.totals.failures;
-    } else {
-      ++s.totals.successes;
-    }
-    if (slow) ++s.totals.slow;
-  }
-
-  void note_failure(Nanos at) noexcept {
-    BreakerState& s = st();
-    ++s.consecutive_failures;
-    s.has_failure = true;
-    s.last_failure_at = at;
   }
 
   void closed_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
     BreakerState& s = st();
-    if (settings_.window_type == WindowType::Count) {
-      s.count_window.add(settings_.window_calls, failed, slow);
-    } else {
-      s.time_window.add(settings_.window_bucket, now, failed, slow);
-    }
+    tally_window(s, settings_, failed, slow, now);
     if (failed) {
-      note_failure(now);
+      tally_failure(s, now);
     } else {
       s.consecutive_failures = 0;
     }
@@ -499,7 +437,7 @@ class BasicBreaker {
   void probe_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
     BreakerState& s = st();
     if (failed) {
-      note_failure(now);
+      tally_failure(st(), now);
       trip(now, open_for);
       return;
     }

@@ -44,7 +44,7 @@
 //                                 opens a Critical section and moves the state
 //                                 only through BasicBreaker's protected
 //                                 transitions (transition, close, reject,
-//                                 free_probe_slot, clear_window).
+//                                 free_probe_slot; tally.hpp for the counts).
 //   AnyBreaker                    (any_breaker.hpp) the handle a binding
 //                                 holds: each store implements it beside its
 //                                 code (ProcessHandle there, HostHandle in

@@ -41,7 +41,7 @@ class FleetBreaker : public Breaker {
       ++s.generation;  // a new period of the same state: in-flight results are late
       s.probes.clear();
       s.probe_successes = 0;
-      if (v.state == State::Closed) clear_window();
+      if (v.state == State::Closed) clear_windows(s);
     }
     switch (v.state) {
       case State::Closed: {
