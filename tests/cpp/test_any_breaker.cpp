@@ -176,8 +176,8 @@ TEST_CASE("the process handle runs the scenario", "[any-breaker]") {
   CHECK(std::strcmp(b->store_kind(), "process") == 0);
   CHECK(b->location().empty());
   run_scenario(
-      *b, [&t]() { return t += 1000; },
-      [&t](cb::AnyBreaker&) { return t += 11 * kS; }, true);
+      *b, [&t]() { return t += 1000; }, [&t](cb::AnyBreaker&) { return t += 11 * kS; },
+      true);
   // The process store takes a new configuration; the shared ones do not.
   cb::Config more = c;
   more.failure_threshold = 9;
@@ -197,8 +197,8 @@ TEST_CASE("the host handle runs the scenario on a segment another handle shares"
   CHECK(std::strcmp(h->store_kind(), "host") == 0);
   CHECK(h->location() == path);
   run_scenario(
-      *h, [&t]() { return t += 1000; },
-      [&t](cb::AnyBreaker&) { return t += 11 * kS; }, true);
+      *h, [&t]() { return t += 1000; }, [&t](cb::AnyBreaker&) { return t += 11 * kS; },
+      true);
   // The other handle sees the same breaker.
   const cb::Snapshot s = checked(*other, other->snapshot(t));
   CHECK(s.totals.calls == 4);

@@ -48,7 +48,9 @@ struct Caller {
   std::shared_ptr<cb::FleetMember> member;
   std::unique_ptr<cb::FleetHandle> handle;
 
-  cb::Admission acquire(cb::Nanos now) { return handle->acquire(now, cb::kNanosPerSecond); }
+  cb::Admission acquire(cb::Nanos now) {
+    return handle->acquire(now, cb::kNanosPerSecond);
+  }
   void record(const cb::Permit& p, cb::Outcome o, cb::Nanos now) {
     handle->record(p, o, now, -1);
   }

@@ -16,7 +16,8 @@
 namespace circuitbreaker {
 
 // A permit of `kind`, issued in `generation` at `now`.
-inline Admission permit_granted(PermitKind kind, std::uint64_t generation, Nanos now) noexcept {
+inline Admission permit_granted(PermitKind kind, std::uint64_t generation,
+                                Nanos now) noexcept {
   Admission a;
   a.permitted = true;
   a.permit.generation = generation;
@@ -50,7 +51,8 @@ inline std::optional<Admission> admit_without_writing(const AdmissionView& v,
       if (now - v.opened_at > v.open_duration) return std::nullopt;
       return call_refused(Rejection::Open, v.state, v.opened_at + v.open_duration - now);
     case State::ForcedOpen: return call_refused(Rejection::ForcedOpen, v.state, kNever);
-    case State::Disabled: return permit_granted(PermitKind::PassThrough, v.generation, now);
+    case State::Disabled:
+      return permit_granted(PermitKind::PassThrough, v.generation, now);
     case State::HalfOpen: break;
   }
   return std::nullopt;
