@@ -75,15 +75,22 @@ class AnyBreaker {
 
   // Whether the store may still be used at all (a host segment whose header
   // was overwritten, or whose lock was found unrecoverable, may not).
-  virtual bool usable() const noexcept { return true; }
+  bool usable() const noexcept { return !may_fault_ || store_usable(); }
   // What the operations since the last call found wrong, and forgets it.
   // The result of an operation that found a fault must not be used.
-  virtual StoreFault take_fault() noexcept { return {}; }
+  StoreFault take_fault() noexcept { return may_fault_ ? store_fault() : StoreFault{}; }
 
  protected:
-  AnyBreaker() = default;
+  // `may_fault`: the store's memory or lock can fail (shared memory); only
+  // then are store_usable() and store_fault() asked, so that the stores that
+  // cannot fail pay a branch, not a call, for the binding's checks.
+  explicit AnyBreaker(bool may_fault = false) noexcept : may_fault_(may_fault) {}
+  virtual bool store_usable() const noexcept { return true; }
+  virtual StoreFault store_fault() noexcept { return {}; }
 
  private:
+  bool may_fault_;
+
   static const std::string& no_location() noexcept {
     static const std::string empty;
     return empty;

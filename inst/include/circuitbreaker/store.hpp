@@ -51,9 +51,10 @@
 //                                 host/host_handle.hpp, FleetHandle in
 //                                 redis/fleet_handle.hpp), with what the store
 //                                 adds around the operations (a fleet's probe
-//                                 lease and sync) and the faults it found
-//                                 (take_fault(): reported instead of a
-//                                 result).
+//                                 lease and sync) and, for a store that can
+//                                 fail (AnyBreaker(true)), its faults
+//                                 (store_fault(), store_usable(): the binding
+//                                 reports them instead of a result).
 #ifndef CIRCUITBREAKER_STORE_HPP
 #define CIRCUITBREAKER_STORE_HPP
 

@@ -22,7 +22,7 @@ class HostHandle final : public AnyBreaker {
  public:
   // `host` is open (HostBreaker::open() succeeded); `path` is its segment.
   HostHandle(std::unique_ptr<HostBreaker> host, std::string path) noexcept
-      : host_(std::move(host)), path_(std::move(path)) {}
+      : AnyBreaker(true), host_(std::move(host)), path_(std::move(path)) {}
 
   HostBreaker& host() noexcept { return *host_; }
   const HostBreaker& host() const noexcept { return *host_; }
@@ -52,8 +52,8 @@ class HostHandle final : public AnyBreaker {
     return host_->history(now, out);
   }
 
-  bool usable() const noexcept override { return host_->healthy(); }
-  StoreFault take_fault() noexcept override {
+  bool store_usable() const noexcept override { return host_->healthy(); }
+  StoreFault store_fault() noexcept override {
     StoreFault f;
     switch (host_->take_fault()) {
       case SegmentFault::None: break;
