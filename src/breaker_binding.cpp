@@ -74,7 +74,7 @@ Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
   }
   const double t = REAL(timeout)[0];
   return circuitbreaker::probe_hold(
-      h.breaker.settings(),
+      h.breaker->settings(),
       ISNAN(t) ? std::optional<Nanos>()
                : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));
 }
@@ -111,7 +111,7 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func,
     cbr::abort_argument("fallback_func", "NULL or a function", fallback_func);
   }
   const circuitbreaker::Admission a =
-      h.breaker.acquire(h.now(), probe_lease_from_r(h, timeout));
+      h.checked(h.breaker->acquire(h.now(), probe_lease_from_r(h, timeout)));
   if (a.permitted) {
     if (!h.listening) return permit_to_r(a.permit);
     SEXP out = PROTECT(Rf_allocVector(VECSXP, 1));
@@ -136,7 +136,7 @@ extern "C" SEXP cb_record(SEXP ptr, SEXP permit, SEXP outcome, SEXP open_for) {
       REAL(open_for)[0] >= 0) {
     hint = circuitbreaker::seconds_to_nanos(REAL(open_for)[0]);
   }
-  const bool recorded = h.breaker.record(p, o, h.now(), hint);
+  const bool recorded = h.checked(h.breaker->record(p, o, h.now(), hint));
   return Rf_ScalarLogical(recorded && h.listening);
   END_RCPP
 }
@@ -144,7 +144,8 @@ extern "C" SEXP cb_record(SEXP ptr, SEXP permit, SEXP outcome, SEXP open_for) {
 extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
   BEGIN_RCPP
   BreakerHandle& h = cbr::breaker_from(ptr);
-  h.breaker.release(permit_from_r(permit), h.now());
+  h.breaker->release(permit_from_r(permit), h.now());
+  h.check();
   return Rf_ScalarLogical(h.listening);
   END_RCPP
 }
@@ -187,27 +188,30 @@ Rcpp::CharacterVector cb_rejection_names() {
 // [[Rcpp::export(rng = false)]]
 bool cb_note(SEXP ptr, SEXP outcome) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  return h.breaker.note(outcome_from_r(outcome), h.now()) && h.listening;
+  return h.checked(h.breaker->note(outcome_from_r(outcome), h.now())) && h.listening;
 }
 
 // [[Rcpp::export(rng = false)]]
 bool cb_reset(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  h.breaker.reset(h.now());
+  h.breaker->reset(h.now());
+  h.check();
   return h.listening;
 }
 
 // [[Rcpp::export(rng = false)]]
 bool cb_force_open(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  h.breaker.force_open(h.now());
+  h.breaker->force_open(h.now());
+  h.check();
   return h.listening;
 }
 
 // [[Rcpp::export(rng = false)]]
 bool cb_disable(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  h.breaker.disable(h.now());
+  h.breaker->disable(h.now());
+  h.check();
   return h.listening;
 }
 
@@ -217,12 +221,11 @@ bool cb_disable(SEXP ptr) {
 SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::Config c = cbr::config_merge(cbr::stored_config(ptr), changes);
-  if (h.breaker.host() != nullptr || h.breaker.member() != nullptr) {
+  if (!h.breaker->reconfigure(circuitbreaker::make_settings(c), h.now())) {
     // The configuration is a shared breaker's identity (host_breaker.hpp,
-    // fleet.hpp).
+    // fleet/protocol.hpp): nothing changed.
     cbr::abort_by("abort_host_configure", Rf_getAttrib(changes, R_NamesSymbol));
   }
-  h.breaker.reconfigure(circuitbreaker::make_settings(c), h.now());
   cbr::store_config(ptr, c);
   return R_NilValue;
 }
@@ -249,13 +252,14 @@ SEXP cb_set_listening(SEXP ptr, SEXP listening) {
 // [[Rcpp::export(rng = false)]]
 SEXP cb_state(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  return Rf_mkString(circuitbreaker::state_name(h.breaker.snapshot(h.now()).state));
+  return Rf_mkString(
+      circuitbreaker::state_name(h.checked(h.breaker->snapshot(h.now())).state));
 }
 
 // [[Rcpp::export(rng = false)]]
 SEXP cb_snapshot(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
-  const circuitbreaker::Snapshot s = h.breaker.snapshot(h.now());
+  const circuitbreaker::Snapshot s = h.checked(h.breaker->snapshot(h.now()));
   const auto count = [](std::uint64_t n) { return static_cast<double>(n); };
   const bool window = s.window.calls > 0;
   const std::pair<const char*, double> numbers[] = {
@@ -309,8 +313,8 @@ SEXP cb_transitions(SEXP ptr, SEXP after) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const std::uint64_t after_seq = circuitbreaker::count_from_double(Rf_asReal(after));
   circuitbreaker::Transition buf[circuitbreaker::TransitionLog::kCapacity];
-  const std::size_t n = h.breaker.transitions_since(
-      after_seq, buf, circuitbreaker::TransitionLog::kCapacity);
+  const std::size_t n = h.checked(h.breaker->transitions_since(
+      after_seq, buf, circuitbreaker::TransitionLog::kCapacity));
   const Nanos now = h.now();
   Rcpp::NumericVector seq(n), ago(n);
   Rcpp::CharacterVector from(n), to(n);
@@ -338,7 +342,7 @@ SEXP cb_history(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   circuitbreaker::ActivityBucket buf[circuitbreaker::kHistoryBuckets];
   const Nanos now = h.now();
-  const std::size_t n = h.breaker.history(now, buf);
+  const std::size_t n = h.checked(h.breaker->history(now, buf));
   Rcpp::NumericVector ago(n), calls(n), failures(n), slow(n), rejected(n);
   for (std::size_t i = 0; i < n; ++i) {
     ago[i] = seconds(now - buf[i].index * circuitbreaker::kHistoryBucketWidth);
@@ -354,9 +358,12 @@ SEXP cb_history(SEXP ptr) {
       Rcpp::Named("bucket_seconds") = seconds(circuitbreaker::kHistoryBucketWidth));
 }
 
-// Bytes of C++ memory one breaker's handle takes (for bench/scale.R).
+// Bytes of C++ memory one process breaker takes: the handle and the core
+// breaker it owns (for bench/scale.R).
 // [[Rcpp::export(rng = false)]]
-int cb_handle_size() { return static_cast<int>(sizeof(BreakerHandle)); }
+int cb_handle_size() {
+  return static_cast<int>(sizeof(BreakerHandle) + sizeof(circuitbreaker::ProcessHandle));
+}
 
 // The registry key of a URL or host name ("host:port"), or NULL when `x` is
 // neither; see circuitbreaker/endpoint.hpp.

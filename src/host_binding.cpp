@@ -50,21 +50,20 @@ Rcpp::CharacterVector cb_segment_breaker_names(Rcpp::CharacterVector files) {
   return out;
 }
 
-// "process" or "host".
+// "process", "host" or "redis": the store's own name for itself.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_store_kind(SEXP ptr) {
-  const cbr::AnyBreaker& b = cbr::breaker_from(ptr).breaker;
-  return Rf_mkString(b.host() ? "host" : (b.member() ? "redis" : "process"));
+  return Rf_mkString(cbr::breaker_from(ptr).breaker->store_kind());
 }
 
 // What a host breaker's segment says about itself; NULL for a process breaker.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_host_info(SEXP ptr) {
   cbr::BreakerHandle& h = cbr::breaker_from(ptr);
-  const HostBreaker* host = h.breaker.host();
-  if (host == nullptr) return R_NilValue;
-  const double recovered = static_cast<double>(host->recoveries());
-  h.breaker.check_host();  // recoveries() takes the lock
+  const auto* handle = dynamic_cast<const circuitbreaker::HostHandle*>(h.breaker.get());
+  if (handle == nullptr) return R_NilValue;
+  const HostBreaker* host = &handle->host();
+  const double recovered = h.checked(static_cast<double>(host->recoveries()));
   return Rcpp::List::create(
       Rcpp::Named("path") =
           Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),

@@ -111,11 +111,10 @@ void abort_host_store(const std::string& path,
   call_abort(call);
 }
 
-void abort_host_fault(const std::string& path, circuitbreaker::SegmentFault fault,
-                      std::chrono::nanoseconds wait) {
-  SEXP p = PROTECT(Rf_mkString(path.c_str()));
-  if (fault == circuitbreaker::SegmentFault::Busy) {
-    SEXP seconds = PROTECT(Rf_ScalarReal(static_cast<double>(wait.count()) / 1e9));
+void abort_store_fault(const std::string& location, circuitbreaker::StoreFault fault) {
+  SEXP p = PROTECT(Rf_mkString(location.c_str()));
+  if (fault.kind == circuitbreaker::StoreFaultKind::Busy) {
+    SEXP seconds = PROTECT(Rf_ScalarReal(circuitbreaker::nanos_to_seconds(fault.waited)));
     call_abort(PROTECT(Rf_lang3(Rf_install("abort_host_busy"), p, seconds)));
   }
   call_abort(PROTECT(Rf_lang2(Rf_install("abort_host_broken"), p)));
@@ -139,7 +138,10 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   if (segment == R_NilValue) {
     const circuitbreaker::ManualClock* manual =
         clock == R_NilValue ? nullptr : &clock_from(clock);
-    return std::make_unique<BreakerHandle>(circuitbreaker::make_settings(c), manual);
+    return std::make_unique<BreakerHandle>(
+        std::make_unique<circuitbreaker::ProcessHandle>(circuitbreaker::make_settings(c),
+                                                        BreakerHandle::now_of(manual)),
+        manual);
   }
   if (TYPEOF(segment) != STRSXP || Rf_xlength(segment) != 1 ||
       STRING_ELT(segment, 0) == NA_STRING) {
@@ -163,7 +165,8 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   const circuitbreaker::HostBreaker::OpenResult r =
       host->open(path, c, circuitbreaker::SteadyClock::now());
   if (!r.ok()) abort_host_store(path, r);
-  return std::make_unique<BreakerHandle>(std::move(host), path);
+  return std::make_unique<BreakerHandle>(
+      std::make_unique<circuitbreaker::HostHandle>(std::move(host), path), nullptr);
 }
 
 // The Redis store: spec is list(url, prefix, sync_interval, timeout, name,
@@ -204,7 +207,10 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
     call_abort(PROTECT(
         Rf_lang5(Rf_install("abort_fleet_wrong_config"), who, arg, mine, theirs)));
   }
-  return std::make_unique<BreakerHandle>(std::move(member), std::move(sync));
+  // On the sync's clock: the system's, skewed in tests.
+  return std::make_unique<BreakerHandle>(
+      std::make_unique<circuitbreaker::FleetHandle>(std::move(member), std::move(sync)),
+      nullptr, fs.clock_offset);
 #else
   (void)c;
   (void)clock;
@@ -252,11 +258,9 @@ BreakerHandle& breaker_from(SEXP ptr) {
   }
   if (void* addr = R_ExternalPtrAddr(ptr)) {
     BreakerHandle& h = *static_cast<BreakerHandle*>(addr);
-    // A host segment someone overwrote, or whose lock was found
-    // unrecoverable, is not used again.
-    if (circuitbreaker::HostBreaker* host = h.breaker.host()) {
-      if (!host->healthy()) abort_host_broken(ptr);
-    }
+    // A store found broken (a host segment someone overwrote, or whose
+    // lock was found unrecoverable) is not used again.
+    if (!h.breaker->usable()) abort_host_broken(ptr);
     return h;
   }
 

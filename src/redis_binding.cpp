@@ -105,9 +105,10 @@ SEXP cb_redis_ping(SEXP url, double timeout) {
 SEXP cb_fleet_info(SEXP ptr) {
   cbr::BreakerHandle& h = cbr::breaker_from(ptr);
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-  circuitbreaker::FleetMember* m = h.breaker.member();
-  if (m == nullptr) return R_NilValue;
-  const circuitbreaker::FleetSync::Stats st = h.breaker.sync()->stats();
+  auto* handle = dynamic_cast<circuitbreaker::FleetHandle*>(h.breaker.get());
+  if (handle == nullptr) return R_NilValue;
+  circuitbreaker::FleetMember* m = &handle->member();
+  const circuitbreaker::FleetSync::Stats st = handle->sync().stats();
   const circuitbreaker::FleetMember::Status ms = m->status();
   return Rcpp::List::create(
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",

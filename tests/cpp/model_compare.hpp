@@ -212,7 +212,7 @@ inline void compare_history(Diff& d, const cb::ActivityBucket* a, std::size_t n,
 // admission (when the operation was an acquire), the snapshot at `now`,
 // transitions_since(after, max) and the activity history at `now`. Returns
 // the differences, empty when none.
-inline std::string compare_all(const cb::Breaker& breaker, const cbmodel::Model& model,
+inline std::string compare_all(cb::Breaker& breaker, const cbmodel::Model& model,
                                Nanos now, const cb::Admission* real_adm,
                                const cbmodel::Admission* model_adm, std::uint64_t after,
                                std::size_t max) {

@@ -256,8 +256,8 @@ TEST_CASE("failure-rate rule with minimum_calls", "[breaker][rate]") {
     CHECK(b.snapshot(0).failure_rate == 0.2);
     call(b, Outcome::Failure, 0);  // the oldest success leaves: 3 of 10
     CHECK(state_at(b, 0) == State::Open);
-    CHECK(Breaker::rate_reached(3, 10, 0.3));
-    CHECK_FALSE(Breaker::rate_reached(2, 10, 0.3));
+    CHECK(cb::rate_reached(3, 10, 0.3));
+    CHECK_FALSE(cb::rate_reached(2, 10, 0.3));
   }
   SECTION("old failures leave the count window") {
     c.window_size = 4;

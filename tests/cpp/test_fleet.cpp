@@ -1,5 +1,5 @@
 // A fleet member's side of the Redis store, without Redis: adopt() and
-// decline_probe() in the core (breaker.hpp), and FleetMember's reports,
+// decline_probe() (fleet/fleet_breaker.hpp), and FleetMember's reports,
 // replies and probe results (fleet.hpp). The script itself:
 // test_fleet_script.cpp.
 #include <catch2/catch.hpp>
@@ -40,7 +40,7 @@ cb::FleetReply reply_of(std::vector<std::string> v) {
 }  // namespace
 
 TEST_CASE("adopt() takes the fleet's open period, on this process's clock", "[fleet]") {
-  cb::Breaker b(settings(), 0);
+  cb::FleetBreaker b(settings(), 0);
   const std::uint64_t g = b.snapshot(0).generation;
   cb::FleetView v;
   v.state = cb::State::Open;
@@ -64,7 +64,7 @@ TEST_CASE("adopt() takes the fleet's open period, on this process's clock", "[fl
 
 TEST_CASE("adopt() yields to anything that moved the breaker since the report",
           "[fleet]") {
-  cb::Breaker b(settings(), 0);
+  cb::FleetBreaker b(settings(), 0);
   const std::uint64_t g = b.snapshot(0).generation;
   fail(b, 1, 3);  // a local trip after the report was built
   REQUIRE(b.snapshot(1).state == cb::State::Open);
@@ -74,7 +74,7 @@ TEST_CASE("adopt() yields to anything that moved the breaker since the report",
 }
 
 TEST_CASE("adopt() of CLOSED adds the failures made since the report", "[fleet]") {
-  cb::Breaker b(settings(10), 0);
+  cb::FleetBreaker b(settings(10), 0);
   fail(b, 1, 2);
   const cb::Snapshot at_report = b.snapshot(1);
   fail(b, 2, 1);  // after the report
@@ -93,7 +93,7 @@ TEST_CASE("adopt() of CLOSED adds the failures made since the report", "[fleet]"
 
 TEST_CASE("adopt() of a new generation in the same state starts a new period",
           "[fleet]") {
-  cb::Breaker b(settings(10), 0);
+  cb::FleetBreaker b(settings(10), 0);
   const cb::Admission inflight = b.acquire(1);
   REQUIRE(inflight.permitted);
   const cb::Snapshot before = b.snapshot(1);
@@ -108,7 +108,7 @@ TEST_CASE("adopt() of a new generation in the same state starts a new period",
 }
 
 TEST_CASE("adopt() of manual states; decline_probe() rejects a probe", "[fleet]") {
-  cb::Breaker b(settings(1, 1), 0);
+  cb::FleetBreaker b(settings(1, 1), 0);
   cb::FleetView v;
   v.state = cb::State::ForcedOpen;
   REQUIRE(b.adopt(v, b.snapshot(0).generation, 0, 1));

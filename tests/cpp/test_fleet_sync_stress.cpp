@@ -17,8 +17,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "circuitbreaker/redis/fleet_handle.hpp"
 #include "circuitbreaker/redis/sync.hpp"
 #include "redis_test_support.hpp"
 
@@ -26,48 +28,36 @@ namespace cb = circuitbreaker;
 
 namespace {
 
-// One process's view of one fleet breaker, as the binding's AnyBreaker
-// drives it (src/r_interface.h): a probe asks for the fleet's lease; a trip
+// One process's view of one fleet breaker, through the handle the binding
+// holds (redis/fleet_handle.hpp): a probe asks for the fleet's lease; a trip
 // wakes the sync thread, a failure nudges it; a settled probe and a manual
 // command wake it.
 struct Caller {
+  Caller(std::shared_ptr<cb::FleetSync> s, std::shared_ptr<cb::FleetMember> m)
+      : sync(std::move(s)),
+        member(std::move(m)),
+        handle(std::make_unique<cb::FleetHandle>(member, sync)) {}
+  // The handle first: it flushes its member's counts on its sync.
+  void forget() {
+    handle.reset();
+    member.reset();
+    sync.reset();
+  }
+
   std::shared_ptr<cb::FleetSync> sync;
   std::shared_ptr<cb::FleetMember> member;
+  std::unique_ptr<cb::FleetHandle> handle;
 
   cb::Admission acquire(cb::Nanos now) {
-    cb::Admission a = member->breaker().acquire(now, cb::kNanosPerSecond);
-    if (a.permitted && a.permit.kind == cb::PermitKind::Probe) {
-      cb::FleetSync& s = *sync;
-      const std::string& key = member->key();
-      a = member->confirm_probe(a, now, s.spec().sync_interval,
-                                [&s, &key](const std::string& token, std::int64_t ms) {
-                                  return s.lease(key, token, ms);
-                                });
-    }
-    return a;
+    return handle->acquire(now, cb::kNanosPerSecond);
   }
   void record(const cb::Permit& p, cb::Outcome o, cb::Nanos now) {
-    const std::uint64_t before = member->breaker().generation();
-    member->breaker().record(p, o, now);
-    if (member->breaker().generation() != before) {
-      sync->wake();
-    } else if (o == cb::Outcome::Failure) {
-      sync->nudge();
-    }
-    if (member->probe_settled(p, o == cb::Outcome::Ignored, now,
-                              o == cb::Outcome::Failure)) {
-      sync->wake();
-    }
+    handle->record(p, o, now, -1);
   }
-  void release(const cb::Permit& p, cb::Nanos now) {
-    member->breaker().release(p, now);
-    if (member->probe_settled(p, true, now)) sync->wake();
-  }
+  void release(const cb::Permit& p, cb::Nanos now) { handle->release(p, now); }
   void command(cb::FleetCommand c, cb::Nanos now) {
-    if (c == cb::FleetCommand::ForceOpen) member->breaker().force_open(now);
-    if (c == cb::FleetCommand::Reset) member->breaker().reset(now);
-    member->command(c);
-    sync->wake();
+    if (c == cb::FleetCommand::ForceOpen) handle->force_open(now);
+    if (c == cb::FleetCommand::Reset) handle->reset(now);
   }
 };
 
@@ -265,7 +255,7 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
       REQUIRE(server.connect(redis));                                // ours was idle too
     });
   }
-  c = Caller{};
+  c.forget();
   sync.reset();
   cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
 }

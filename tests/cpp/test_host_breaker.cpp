@@ -424,7 +424,8 @@ TEST_CASE("pending rejections are counted once when the folding process dies", "
     cb::BasicBreaker<DyingStore> b(cb::BasicBreaker<DyingStore>::Attach{},
                                    DyingStore(*m.segment(), cb::make_settings(c), stage),
                                    cb::make_settings(c));
-    b.absorb_pending_rejections(3 * kS);  // takes them, then dies unlocking
+    cb::ActivityBucket buf[cb::kHistoryBuckets];
+    b.history(3 * kS, buf);  // takes them, then dies unlocking
     return 4;
   });
   REQUIRE(pid > 0);

@@ -402,7 +402,7 @@ class Child {
 // The replay
 
 // Whether HostBreaker::acquire() decides without the lock, from the state
-// before the call (BasicBreaker::admit_without_writing()'s cases). With every
+// before the call (admission.hpp's admit_without_writing() cases). With every
 // operation serialised the seqlock read never fails, so this is exact.
 bool lock_free(const cbmodel::Model& m, Nanos now) {
   switch (m.state()) {

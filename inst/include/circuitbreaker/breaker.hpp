@@ -29,26 +29,29 @@
 // Where the state lives is the store's business (BasicBreaker<Store>): the
 // default Breaker keeps its BreakerState and SpinLock inside itself; an
 // ExternalStore points at a block and a lock that live elsewhere (shared
-// memory). The rules below are written once, for every store.
+// memory). The rules below are written once, for every store; store.hpp lists
+// every hook a store (or a breaker derived from this one) may provide.
 #ifndef CIRCUITBREAKER_BREAKER_HPP
 #define CIRCUITBREAKER_BREAKER_HPP
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
 #include <utility>
 
+#include "admission.hpp"
 #include "config.hpp"
 #include "history.hpp"
 #include "lock.hpp"
 #include "permit.hpp"
+#include "probe_slots.hpp"
 #include "random.hpp"
 #include "rules.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
 #include "store.hpp"
+#include "tally.hpp"
 #include "transition_log.hpp"
 #include "types.hpp"
 #include "window.hpp"
@@ -88,65 +91,32 @@ class BasicBreaker {
   // now + half_open_max_wait when the configuration sets one, otherwise by
   // now + probe_lease (saturating); probe_lease kNever or negative: no
   // deadline (the call is synchronous and always settles). A probe's slot
-  // records `owner` (0: untracked), for free_abandoned_probes().
-  Admission acquire(Nanos now, Nanos probe_lease = kNever,
-                    std::uint32_t owner = 0) noexcept {
-    return decide(now, probe_lease, owner, NobodyGone{});
-  }
-
-  // The same, but when half-open is full, the slots whose owner `gone(owner)`
-  // reports dead are freed first (counted as released, as
-  // free_abandoned_probes() does), in the same critical section: the call is
-  // decided once, on the slots really taken, and counts as rejected only if
-  // it is. (`gone` runs under the lock, and only when half-open is full.)
-  template <typename Gone>
-  Admission acquire(Nanos now, Nanos probe_lease, std::uint32_t owner,
-                    Gone&& gone) noexcept {
-    return decide(now, probe_lease, owner, gone);
-  }
-
-  // Admission in the cases that write nothing: CLOSED when not ramping up,
-  // OPEN before its open period is over, FORCED_OPEN and DISABLED. Anything
-  // else (HALF_OPEN, the end of an open period, a ramp) gives nullopt, for
-  // acquire() to decide under the lock. A rejection returned here is not
-  // counted: the caller counts it (acquire() does; a store that admits
-  // without the lock counts it through its pending rejections, below).
-  static std::optional<Admission> admit_without_writing(const AdmissionView& v,
-                                                        Nanos now) noexcept {
-    switch (v.state) {
-      case State::Closed:
-        if (v.ramping) return std::nullopt;
-        return granted(PermitKind::Counted, v.generation, now);
-      case State::Open:
-        if (now - v.opened_at > v.open_duration) return std::nullopt;
-        return refused(Rejection::Open, v.state, v.opened_at + v.open_duration - now);
-      case State::ForcedOpen: return refused(Rejection::ForcedOpen, v.state, kNever);
-      case State::Disabled: return granted(PermitKind::PassThrough, v.generation, now);
-      case State::HalfOpen: break;
+  // records `owner` (0: untracked). When half-open is full, the slots whose
+  // owner `gone(owner)` reports dead are freed first (counted as released),
+  // in the same critical section: the call is decided once, on the slots
+  // really taken, and counts as rejected only if it is. (`gone` runs under
+  // the lock, and only when half-open is full; store.hpp.)
+  template <typename Gone = NobodyGone>
+  Admission acquire(Nanos now, Nanos probe_lease = kNever, std::uint32_t owner = 0,
+                    Gone gone = Gone{}) noexcept {
+    const Critical section(*this, now, kExpireProbes);
+    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
+      if (!a->permitted) tally_rejection(st(), now);
+      return *a;
     }
-    return std::nullopt;
-  }
-
-  // Frees the probe slots whose owner `gone(owner)` reports dead (a process
-  // killed while it held a probe), counting each as released, so that the
-  // next call probes at once. Returns how many it freed.
-  template <typename Gone>
-  std::uint32_t free_abandoned_probes(Gone&& gone, Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
-    expire_probes(now);
-    if (std::as_const(store_).state().state != State::HalfOpen) return 0;
     BreakerState& st = store_.state();
-    const std::uint32_t n = st.probes.free_owned_by(gone);
-    st.totals.released += n;
-    return n;
-  }
-
-  // Folds a store's pending rejections (made without the lock) into the
-  // totals and the history, as of `now`; a no-op for other stores.
-  void absorb_pending_rejections(Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    switch (st.state) {
+      case State::Closed:  // ramping up
+        if (!ramp_admits(st, settings_, now)) return reject(Rejection::RampUp, 0, now);
+        return grant(PermitKind::Counted, now);
+      case State::Open:  // the open period is over
+        transition(State::HalfOpen, now);
+        return take_probe(now, probe_lease, owner, gone);
+      case State::HalfOpen: return take_probe(now, probe_lease, owner, gone);
+      case State::ForcedOpen:
+      case State::Disabled: break;  // decided above
+    }
+    return reject(Rejection::Open, 0, now);  // unreachable
   }
 
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
@@ -162,10 +132,8 @@ class BasicBreaker {
   // only and frees its probe slot. A caller reports a success / failure
   // event exactly when this returns true for a Success / Failure outcome.
   bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kExpireProbes);
     BreakerState& st = store_.state();
-    expire_probes(now);
     if (p.kind == PermitKind::PassThrough) return false;
     const bool current = p.generation == st.generation;
     if (outcome == Outcome::Ignored) {
@@ -176,7 +144,7 @@ class BasicBreaker {
     const bool failed = outcome == Outcome::Failure;
     const bool slow =
         settings_.slow_tracking && now - p.started_at > settings_.slow_call_duration;
-    count_result(failed, slow, now);
+    tally_result(st, failed, slow, now);
     if (!current) {
       ++st.totals.late;
     } else if (p.kind == PermitKind::Counted) {
@@ -192,10 +160,8 @@ class BasicBreaker {
   // Settles a permit whose call was interrupted or cancelled: frees its probe
   // slot, counts nothing but `released`.
   void release(const Permit& p, Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kExpireProbes);
     BreakerState& st = store_.state();
-    expire_probes(now);
     if (p.kind == PermitKind::PassThrough) return;
     ++st.totals.released;
     if (p.generation == st.generation) free_probe_slot(p);
@@ -206,17 +172,15 @@ class BasicBreaker {
   // the open timer (the class measures it from the last failure). Returns
   // false (and records nothing) when DISABLED, true otherwise.
   bool note(Outcome outcome, Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kExpireProbes);
     BreakerState& st = store_.state();
-    expire_probes(now);
     if (st.state == State::Disabled) return false;
     if (outcome == Outcome::Ignored) {
       ++st.totals.ignored;
       return true;
     }
     const bool failed = outcome == Outcome::Failure;
-    count_result(failed, false, now);
+    tally_result(st, failed, false, now);
     switch (st.state) {
       case State::Closed: closed_result(failed, false, now, -1); break;
       case State::Open:
@@ -224,16 +188,16 @@ class BasicBreaker {
         if (!failed) {
           close(now);
         } else if (st.state == State::Open) {
-          note_failure(now);
+          tally_failure(st, now);
           st.opened_at = now;
         } else {
-          note_failure(now);
+          tally_failure(st, now);
           trip(now, -1);
         }
         break;
       case State::ForcedOpen:
         if (failed) {
-          note_failure(now);
+          tally_failure(st, now);
         } else {
           st.consecutive_failures = 0;
         }
@@ -246,8 +210,7 @@ class BasicBreaker {
   // Back to CLOSED with the rules' state cleared (counters are history and
   // stay). Outstanding permits become stale.
   void reset(Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kKeepProbes);
     BreakerState& st = store_.state();
     if (st.state == State::Closed) {
       ++st.generation;  // in-flight results no longer feed the rules
@@ -257,20 +220,18 @@ class BasicBreaker {
     st.consecutive_failures = 0;
     st.consecutive_opens = 0;
     st.ramping = false;
-    clear_window();
+    clear_windows(st);
   }
 
   // Rejects every call until reset().
   void force_open(Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kKeepProbes);
     if (store_.state().state != State::ForcedOpen) transition(State::ForcedOpen, now);
   }
 
   // Admits every call and records nothing until reset().
   void disable(Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kKeepProbes);
     if (store_.state().state != State::Disabled) transition(State::Disabled, now);
   }
 
@@ -281,20 +242,13 @@ class BasicBreaker {
   // half_open_max_calls closes (it would otherwise wait forever). Probes in
   // flight keep the deadlines they were given.
   void reconfigure(const Settings& s, Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
+    const Critical section(*this, now, kKeepProbes);
     BreakerState& st = store_.state();
-    const bool window_changed = s.window_type != settings_.window_type ||
-                                s.window_calls != settings_.window_calls ||
-                                s.window_bucket != settings_.window_bucket;
-    const bool timing_changed =
-        s.recovery_timeout != settings_.recovery_timeout ||
-        s.backoff_multiplier != settings_.backoff_multiplier ||
-        s.max_recovery_timeout != settings_.max_recovery_timeout ||
-        s.max_open_hint != settings_.max_open_hint;
+    const bool window_changed = window_shape_differs(s, settings_);
+    const bool timing_changed = open_timing_differs(s, settings_);
     settings_ = s;
     reseed();
-    if (window_changed) clear_window();
+    if (window_changed) clear_windows(st);
     if (timing_changed) {
       st.open_duration = open_duration_for(
           settings_, st.consecutive_opens == 0 ? 1 : st.consecutive_opens,
@@ -307,84 +261,13 @@ class BasicBreaker {
     }
   }
 
-  // Takes on the state a fleet of processes agreed on (fleet/member.hpp), if this
-  // breaker's generation is still `expected_generation`: the one it had when
-  // its report was built. Anything that moved it since (a local trip, a
-  // manual command) wins, and is reported next time. Returns whether the
-  // view was applied.
-  //
-  // Only the state and the rules' counts are taken; the totals and history
-  // stay this process's own. `failures_at_report` is the local run of
-  // failures that the report carried: failures after it are added to the
-  // fleet's run, so none is lost between the report and its reply.
-  // `last_seq`, when given, receives the transition log's last seq after
-  // the adoption (so a caller can tell its own adopted transitions from
-  // later local ones).
-  bool adopt(const FleetView& v, std::uint64_t expected_generation,
-             std::uint64_t failures_at_report, Nanos now,
-             std::uint64_t* last_seq = nullptr) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
-    BreakerState& s = st();
-    if (s.generation != expected_generation) return false;
-    const bool same = s.state == v.state;
-    if (same && v.new_generation) {
-      ++s.generation;  // a new period of the same state: in-flight results are late
-      s.probes.clear();
-      s.probe_successes = 0;
-      if (v.state == State::Closed) clear_window();
-    }
-    switch (v.state) {
-      case State::Closed: {
-        if (!same) close(now);
-        const std::uint64_t local = s.consecutive_failures;
-        if (!same || v.new_generation) {
-          s.consecutive_failures =
-              v.consecutive_failures;  // a fresh period: the fleet's run
-        } else if (local >= failures_at_report) {
-          s.consecutive_failures = v.consecutive_failures + (local - failures_at_report);
-        }  // else a success here since the report ended the run: keep ours
-        s.consecutive_opens = v.consecutive_opens;
-        break;
-      }
-      case State::Open:
-        if (!same) {
-          transition(State::Open, now);
-          ++s.totals.times_opened;
-        }
-        s.opened_at = now - (v.open_elapsed > 0 ? v.open_elapsed : 0);
-        s.open_duration = v.open_duration > 0 ? v.open_duration : 0;
-        s.consecutive_opens = v.consecutive_opens;
-        break;
-      case State::HalfOpen:
-      case State::ForcedOpen:
-      case State::Disabled:
-        if (!same) transition(v.state, now);
-        break;
-    }
-    if (last_seq != nullptr) *last_seq = s.log.last_seq();
-    return true;
-  }
-
-  // A probe the fleet would not let go out (every fleet-wide probe lease is
-  // taken): its slot is freed and the call counts as rejected, half-open
-  // full, with `retry_after` as the wait.
-  Admission decline_probe(const Permit& p, Nanos retry_after, Nanos now) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
-    if (p.generation == st().generation) free_probe_slot(p);
-    return reject(Rejection::HalfOpenFull, retry_after, now);
-  }
-
-  // Rejections a store still holds pending count in the totals (not yet in
-  // the history: absorb_pending_rejections() first for that).
+  // Rejections a store still holds pending count in the totals (history()
+  // folds them in).
   Snapshot snapshot(Nanos now) const noexcept {
     LockGuard<Lock> guard(store_.lock());
     Snapshot snap = make_snapshot(store_.state(), settings_, now);
-    if constexpr (kPendingRejections) {
-      snap.totals.rejected =
-          saturating_count_add(snap.totals.rejected, store_.pending_rejections());
-    }
+    snap.totals.rejected =
+        saturating_count_add(snap.totals.rejected, store_.pending_rejections());
     return snap;
   }
 
@@ -402,15 +285,74 @@ class BasicBreaker {
   }
 
   // Activity in the last kHistoryBuckets buckets; `out` holds that many.
-  std::size_t history(Nanos now, ActivityBucket* out) const noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    return store_.state().history.recent(now, out);
+  // A store's pending rejections are folded in first, so that they show.
+  std::size_t history(Nanos now, ActivityBucket* out) noexcept {
+    const Critical section(*this, now, kKeepProbes);
+    return std::as_const(store_).state().history.recent(now, out);
   }
 
-  // The failure rate (or slow rate) test (rules.hpp), for tests.
-  static bool rate_reached(std::uint64_t count, std::uint64_t calls,
-                           double threshold) noexcept {
-    return circuitbreaker::rate_reached(count, calls, threshold);
+ protected:
+  // The one preamble of every operation that may write: the store's lock,
+  // held for the object's life, then the store's pending rejections folded
+  // in as of `now`, then (kExpireProbes) the probes past their deadline
+  // failed, as of their deadline. A derived breaker's operations open one
+  // too (fleet/fleet_breaker.hpp).
+  static constexpr bool kExpireProbes = true, kKeepProbes = false;
+  class Critical {
+   public:
+    Critical(BasicBreaker& b, Nanos now, bool expire) noexcept : guard_(b.store_.lock()) {
+      b.absorb_pending(now);
+      if (expire) b.expire_probes(now);
+    }
+
+   private:
+    LockGuard<Lock> guard_;
+  };
+
+  // For the operations of a derived breaker, under a Critical section: the
+  // state, and the transitions (below) that keep the generation, the log and
+  // the probe slots right.
+  BreakerState& st() noexcept { return store_.state(); }
+  const BreakerState& st() const noexcept { return store_.state(); }
+
+  // A rejection, counted.
+  Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
+    tally_rejection(st(), now);
+    return call_refused(why, std::as_const(store_).state().state, retry_after);
+  }
+
+  // Frees the probe slot a permit of the current generation holds, if the
+  // lease is still the one the slot was given for. Returns whether it did.
+  bool free_probe_slot(const Permit& p) noexcept {
+    return p.kind == PermitKind::Probe && st().probes.free(p.slot, p.lease);
+  }
+
+  // To CLOSED: the rules' counts and the window start again (a ramp-up, if
+  // configured, starts).
+  void close(Nanos now) noexcept {
+    BreakerState& s = st();
+    transition(State::Closed, now);
+    s.consecutive_failures = 0;
+    s.consecutive_opens = 0;
+    clear_windows(st());
+    if (settings_.ramp_up > 0) {
+      s.ramping = true;
+      s.ramp_started = now;
+      s.ramp_credit = 0;
+    }
+  }
+
+  // Every move between states: logged, a new generation (permits of the old
+  // one are late), no probe in flight.
+  void transition(State to, Nanos at) noexcept {
+    BreakerState& s = st();
+    s.log.push(at, s.state, to);
+    s.state = to;
+    ++s.generation;
+    s.state_since = at;
+    s.probes.clear();
+    s.probe_successes = 0;
+    s.ramping = false;
   }
 
  private:
@@ -423,102 +365,24 @@ class BasicBreaker {
     reseed();
   }
 
-  BreakerState& st() noexcept { return store_.state(); }
-  const BreakerState& st() const noexcept { return store_.state(); }
-
   void reseed() noexcept {
     st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed();
   }
 
-  static Admission granted(PermitKind kind, std::uint64_t generation,
-                           Nanos now) noexcept {
-    Admission a;
-    a.permitted = true;
-    a.permit.generation = generation;
-    a.permit.started_at = now;
-    a.permit.kind = kind;
-    return a;
-  }
-
-  // `retry_after` is clamped to >= 0, except kUnknownWait.
-  static Admission refused(Rejection why, State state, Nanos retry_after) noexcept {
-    Admission a;
-    a.rejection = why;
-    a.state = state;
-    a.retry_after =
-        retry_after == kUnknownWait ? kUnknownWait : (retry_after > 0 ? retry_after : 0);
-    return a;
-  }
-
   Admission grant(PermitKind kind, Nanos now) noexcept {
-    return granted(kind, std::as_const(store_).state().generation, now);
-  }
-
-  Admission reject(Rejection why, Nanos retry_after, Nanos now) noexcept {
-    count_rejection(now);
-    return refused(why, std::as_const(store_).state().state, retry_after);
-  }
-
-  void count_rejection(Nanos now) noexcept {
-    BreakerState& s = st();
-    ++s.totals.rejected;
-    s.history.add_rejection(now);
+    return permit_granted(kind, std::as_const(store_).state().generation, now);
   }
 
   AdmissionView view() const noexcept { return admission_view(store_.state()); }
 
-  // A store that admits without the lock (host/segment_layout.hpp) keeps the rejections
-  // it decides there pending: pending_rejections() says how many,
-  // take_pending_rejections() (under the lock) hands them over once.
-  template <typename S, typename = void>
-  struct HasPending : std::false_type {};
-  template <typename S>
-  struct HasPending<S,
-                    std::void_t<decltype(std::declval<S&>().take_pending_rejections())>>
-      : std::true_type {};
-  static constexpr bool kPendingRejections = HasPending<Store>::value;
-
+  // Folds a store's pending rejections (store.hpp) into the totals and the
+  // history, as of `now`.
   void absorb_pending(Nanos now) noexcept {
-    if constexpr (kPendingRejections) {
-      if (store_.pending_rejections() == 0) return;
-      const std::uint64_t n = store_.take_pending_rejections();
-      BreakerState& s = st();
-      s.totals.rejected = saturating_count_add(s.totals.rejected, n);
-      s.history.add_rejection(now, n);
-    } else {
-      (void)now;
-    }
-  }
-
-  // acquire()'s body. NobodyGone: no owner is ever judged dead (nothing
-  // to free, no code for it).
-  struct NobodyGone {
-    bool operator()(std::uint32_t) const noexcept { return false; }
-  };
-
-  template <typename Gone>
-  Admission decide(Nanos now, Nanos probe_lease, std::uint32_t owner,
-                   Gone&& gone) noexcept {
-    LockGuard<Lock> guard(store_.lock());
-    absorb_pending(now);
-    expire_probes(now);
-    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
-      if (!a->permitted) count_rejection(now);
-      return *a;
-    }
-    BreakerState& st = store_.state();
-    switch (st.state) {
-      case State::Closed:  // ramping up
-        if (!ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
-        return grant(PermitKind::Counted, now);
-      case State::Open:  // the open period is over
-        transition(State::HalfOpen, now);
-        return take_probe(now, probe_lease, owner, gone);
-      case State::HalfOpen: return take_probe(now, probe_lease, owner, gone);
-      case State::ForcedOpen:
-      case State::Disabled: break;  // decided above
-    }
-    return reject(Rejection::Open, 0, now);  // unreachable
+    if (store_.pending_rejections() == 0) return;
+    const std::uint64_t n = store_.take_pending_rejections();
+    BreakerState& s = st();
+    s.totals.rejected = saturating_count_add(s.totals.rejected, n);
+    s.history.add_rejection(now, n);
   }
 
   template <typename Gone>
@@ -546,12 +410,6 @@ class BasicBreaker {
     return a;
   }
 
-  // Frees the probe slot a permit of the current generation holds, if the
-  // lease is still the one the slot was given for. Returns whether it did.
-  bool free_probe_slot(const Permit& p) noexcept {
-    return p.kind == PermitKind::Probe && st().probes.free(p.slot, p.lease);
-  }
-
   // A probe not settled by its deadline counts as a failed probe, so a lost
   // probe can never leave the breaker stuck in HALF_OPEN. The breaker
   // re-opens as of that deadline, not as of `now`: when the expiry is noticed
@@ -561,56 +419,15 @@ class BasicBreaker {
     Nanos deadline = 0;
     if (seen.state != State::HalfOpen || !seen.probes.expired(now, &deadline)) return;
     ++st().totals.expired;
-    note_failure(deadline);
+    tally_failure(st(), deadline);
     trip(deadline, -1);
-  }
-
-  bool ramp_admits(Nanos now) noexcept {
-    BreakerState& s = st();
-    const Nanos elapsed = now - s.ramp_started;
-    if (elapsed >= settings_.ramp_up) {
-      s.ramping = false;
-      return true;
-    }
-    // Error diffusion: over any run of calls, the admitted share follows the
-    // ramp, deterministically.
-    s.ramp_credit +=
-        static_cast<double>(elapsed) / static_cast<double>(settings_.ramp_up);
-    if (s.ramp_credit >= 1) {
-      s.ramp_credit -= 1;
-      return true;
-    }
-    return false;
-  }
-
-  void count_result(bool failed, bool slow, Nanos now) noexcept {
-    BreakerState& s = st();
-    s.history.add_result(now, failed, slow);
-    ++s.totals.calls;
-    if (failed) {
-      ++s.totals.failures;
-    } else {
-      ++s.totals.successes;
-    }
-    if (slow) ++s.totals.slow;
-  }
-
-  void note_failure(Nanos at) noexcept {
-    BreakerState& s = st();
-    ++s.consecutive_failures;
-    s.has_failure = true;
-    s.last_failure_at = at;
   }
 
   void closed_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
     BreakerState& s = st();
-    if (settings_.window_type == WindowType::Count) {
-      s.count_window.add(settings_.window_calls, failed, slow);
-    } else {
-      s.time_window.add(settings_.window_bucket, now, failed, slow);
-    }
+    tally_window(s, settings_, failed, slow, now);
     if (failed) {
-      note_failure(now);
+      tally_failure(s, now);
     } else {
       s.consecutive_failures = 0;
     }
@@ -620,7 +437,7 @@ class BasicBreaker {
   void probe_result(bool failed, bool slow, Nanos now, Nanos open_for) noexcept {
     BreakerState& s = st();
     if (failed) {
-      note_failure(now);
+      tally_failure(st(), now);
       trip(now, open_for);
       return;
     }
@@ -642,35 +459,6 @@ class BasicBreaker {
     s.open_hint = open_for;
     s.open_duration =
         open_duration_for(settings_, s.consecutive_opens, s.jitter_factor, open_for);
-  }
-
-  void close(Nanos now) noexcept {
-    BreakerState& s = st();
-    transition(State::Closed, now);
-    s.consecutive_failures = 0;
-    s.consecutive_opens = 0;
-    clear_window();
-    if (settings_.ramp_up > 0) {
-      s.ramping = true;
-      s.ramp_started = now;
-      s.ramp_credit = 0;
-    }
-  }
-
-  void clear_window() noexcept {
-    st().count_window.clear();
-    st().time_window.clear();
-  }
-
-  void transition(State to, Nanos at) noexcept {
-    BreakerState& s = st();
-    s.log.push(at, s.state, to);
-    s.state = to;
-    ++s.generation;
-    s.state_since = at;
-    s.probes.clear();
-    s.probe_successes = 0;
-    s.ramping = false;
   }
 
   Store store_;

@@ -29,13 +29,16 @@
 #include "window.hpp"
 #include "history.hpp"
 #include "permit.hpp"
+#include "admission.hpp"
 #include "probe_slots.hpp"
 #include "transition_log.hpp"
 #include "snapshot.hpp"
 #include "state.hpp"
 #include "store.hpp"
 #include "rules.hpp"
+#include "tally.hpp"
 #include "breaker.hpp"
+#include "any_breaker.hpp"
 #include "endpoint.hpp"
 
 #endif  // CIRCUITBREAKER_CIRCUITBREAKER_HPP

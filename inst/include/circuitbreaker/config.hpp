@@ -287,6 +287,20 @@ inline Settings make_settings(const Config& c) noexcept {
   return s;
 }
 
+// What a change of configuration (reconfigure()) invalidates: a window of
+// another shape starts empty; an open duration of other timeouts is
+// computed again.
+inline bool window_shape_differs(const Settings& a, const Settings& b) noexcept {
+  return a.window_type != b.window_type || a.window_calls != b.window_calls ||
+         a.window_bucket != b.window_bucket;
+}
+inline bool open_timing_differs(const Settings& a, const Settings& b) noexcept {
+  return a.recovery_timeout != b.recovery_timeout ||
+         a.backoff_multiplier != b.backoff_multiplier ||
+         a.max_recovery_timeout != b.max_recovery_timeout ||
+         a.max_open_hint != b.max_open_hint;
+}
+
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_CONFIG_HPP

@@ -51,7 +51,10 @@ class LockGuard {
 // one of them served far more often (bench/RESULTS.md). A ticket lock was
 // tried and was worse: on a loaded 2-core machine a waiter whose turn came
 // while it was descheduled stalled everyone (1.5 us per lock instead of 24 ns).
-// R drives a breaker from one thread, where none of this arises.
+// In the package, R's thread drives each breaker; the one other thread that
+// takes a breaker's lock is a fleet breaker's sync thread (redis/sync.hpp),
+// a few times per sync to build a report and apply the reply: a short, rare
+// contender, which unfairness cannot starve.
 class SpinLock {
  public:
   // Busy-wait this many times on a held lock before yielding the CPU.

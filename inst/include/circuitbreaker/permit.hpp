@@ -40,7 +40,7 @@ struct Admission {
 };
 
 // The few fields of a state block that admission reads when it writes
-// nothing (BasicBreaker::admit_without_writing()): small enough to copy out
+// nothing (admission.hpp's admit_without_writing()): small enough to copy out
 // of shared memory under a seqlock.
 struct AdmissionView {
   State state = State::Closed;
@@ -51,7 +51,7 @@ struct AdmissionView {
 };
 
 // The state a fleet of processes shares (fleet/member.hpp), as one of them receives
-// it, for BasicBreaker::adopt(). Times are durations measured by the shared
+// it, for FleetBreaker::adopt(). Times are durations measured by the shared
 // store's clock, so each process can place them on its own clock.
 struct FleetView {
   State state = State::Closed;

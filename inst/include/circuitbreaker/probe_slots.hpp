@@ -13,6 +13,12 @@
 
 namespace circuitbreaker {
 
+// A `gone` test (ProbeSlots::free_owned_by(), BasicBreaker::acquire()) that
+// judges no owner dead: nothing to free, and no code for it.
+struct NobodyGone {
+  bool operator()(std::uint32_t) const noexcept { return false; }
+};
+
 class ProbeSlots {
  public:
   static constexpr std::uint32_t kCapacity = kMaxHalfOpenCalls;

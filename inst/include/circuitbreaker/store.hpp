@@ -1,18 +1,79 @@
-// Where a breaker's state block and its lock live. A store supplies
-// `BreakerState& state()`, `const BreakerState& state() const` and
-// `Lock& lock() const` (a Lock, see lock.hpp), and names its lock type
-// `Lock`. BasicBreaker<Store> works on whatever the store hands it.
+// Where a breaker's state block and its lock live, and every hook through
+// which a store adds to the one state machine (breaker.hpp). A store supplies
+// the memory, the lock and the way events arrive, never a rule of its own.
+//
+// Hooks of a Store (the template argument of BasicBreaker<Store>):
+//   using Lock                    a lock type (lock.hpp); every store.
+//   Lock& lock() const            the lock of the block. Once lock() returns,
+//                                 the block is consistent (a lock of shared
+//                                 memory repairs or rolls back a dead owner's
+//                                 work first); a lock that cannot be taken
+//                                 runs the section on a scratch copy and says
+//                                 so itself (host/segment_lock.hpp's faults).
+//   BreakerState& state()         the block to write, under the lock; the
+//   const BreakerState& state() const   block to read. A store may hand out a
+//                                 copy on the first write and publish it on
+//                                 unlock() (host/segment_layout.hpp).
+//   uint64_t pending_rejections() const   rejections decided without the lock
+//   uint64_t take_pending_rejections()    and not yet counted, and, under the
+//                                 lock, taking them (exactly once, even if the
+//                                 section dies before its commit). 0 for
+//                                 stores that never admit without the lock
+//                                 (NoPendingRejections, below); the host
+//                                 store's SegmentStore counts its lock-free
+//                                 rejections this way. Every mutating
+//                                 operation folds them in first (the
+//                                 Critical section, breaker.hpp); snapshot()
+//                                 adds them to its totals.
+//
+// Hooks that are not the store's type but sit beside it:
+//   acquire(now, lease, owner, gone)   `gone(owner)` tells whether a probe's
+//                                 owner is dead, so that its slot is freed
+//                                 when half-open is full (the host store:
+//                                 host/os_probes.hpp's process_gone, under
+//                                 the lock, so it must not block); NobodyGone
+//                                 by default.
+//   admit_without_writing(view, now)   (admission.hpp) the decisions that
+//                                 write nothing, for a store that can read
+//                                 an AdmissionView without the lock (the host
+//                                 store's seqlock): it then counts a
+//                                 rejection as pending (above).
+//   class X : public Breaker      a breaker with operations of its own (the
+//                                 fleet's FleetBreaker, fleet/fleet_breaker.hpp:
+//                                 adopt a fleet's state, decline a probe)
+//                                 opens a Critical section and moves the state
+//                                 only through BasicBreaker's protected
+//                                 transitions (transition, close, reject,
+//                                 free_probe_slot; tally.hpp for the counts).
+//   AnyBreaker                    (any_breaker.hpp) the handle a binding
+//                                 holds: each store implements it beside its
+//                                 code (ProcessHandle there, HostHandle in
+//                                 host/host_handle.hpp, FleetHandle in
+//                                 redis/fleet_handle.hpp), with what the store
+//                                 adds around the operations (a fleet's probe
+//                                 lease and sync) and, for a store that can
+//                                 fail (AnyBreaker(true)), its faults
+//                                 (store_fault(), store_usable(): the binding
+//                                 reports them instead of a result).
 #ifndef CIRCUITBREAKER_STORE_HPP
 #define CIRCUITBREAKER_STORE_HPP
+
+#include <cstdint>
 
 #include "lock.hpp"
 #include "state.hpp"
 
 namespace circuitbreaker {
 
+// The pending-rejection hooks of a store that never admits without its lock.
+struct NoPendingRejections {
+  static constexpr std::uint64_t pending_rejections() noexcept { return 0; }
+  static constexpr std::uint64_t take_pending_rejections() noexcept { return 0; }
+};
+
 // The state block and its lock inside the breaker (one process).
 template <typename LockT>
-class LocalStore {
+class LocalStore : public NoPendingRejections {
  public:
   using Lock = LockT;
   BreakerState& state() noexcept { return state_; }
@@ -27,7 +88,7 @@ class LocalStore {
 // A state block and a lock that live elsewhere (for instance in a
 // shared-memory mapping); both must outlive the breaker.
 template <typename LockT>
-class ExternalStore {
+class ExternalStore : public NoPendingRejections {
  public:
   using Lock = LockT;
   ExternalStore(BreakerState& state, LockT& lock) noexcept

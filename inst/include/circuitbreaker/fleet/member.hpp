@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "../breaker.hpp"
 #include "../config_identity.hpp"
 #include "../random.hpp"
+#include "fleet_breaker.hpp"
 #include "protocol.hpp"
 
 namespace circuitbreaker {
@@ -49,8 +49,8 @@ class FleetMember {
   FleetMember(const FleetMember&) = delete;
   FleetMember& operator=(const FleetMember&) = delete;
 
-  Breaker& breaker() noexcept { return breaker_; }
-  const Breaker& breaker() const noexcept { return breaker_; }
+  FleetBreaker& breaker() noexcept { return breaker_; }
+  const FleetBreaker& breaker() const noexcept { return breaker_; }
   const std::string& name() const noexcept { return name_; }
   const std::string& key() const noexcept { return key_; }
   const std::string& fingerprint() const noexcept { return fingerprint_; }
@@ -311,7 +311,7 @@ class FleetMember {
   const std::string name_, key_;
   const ConfigValues values_;
   const std::string fingerprint_, rules_, id_prefix_;
-  Breaker breaker_;
+  FleetBreaker breaker_;
   std::uint64_t rng_;                   // jitter factors: the sync thread
   std::uint64_t token_rng_;             // lease tokens: the caller's thread
   std::atomic<Nanos> denied_until_{0};  // no probe lease is asked for before this

@@ -17,7 +17,7 @@
 //   - Admission without the lock. In CLOSED (not ramping), in OPEN before the
 //     open period ends, FORCED_OPEN and DISABLED, acquire() copies five
 //     fields of the committed state under the segment's seqlock and lets the
-//     core decide (BasicBreaker::admit_without_writing()): no system call, no
+//     core decide (admission.hpp's admit_without_writing()): no system call, no
 //     lock, no write to shared memory but, for a rejection, one atomic
 //     increment that the next locked operation folds into the totals.
 //     Everything else (HALF_OPEN, the end of an open period, ramp-up) takes
@@ -54,6 +54,7 @@
 #include <string_view>
 #include <utility>
 
+#include "../admission.hpp"
 #include "../config_identity.hpp"
 #include "../percent.hpp"
 #include "segment_attach.hpp"
@@ -181,7 +182,7 @@ class HostBreaker {
     Segment& seg = *mapping_.segment();
     AdmissionView v;
     if (seg.read_admission(v)) {
-      if (std::optional<Admission> a = SharedBreaker::admit_without_writing(v, now)) {
+      if (std::optional<Admission> a = admit_without_writing(v, now)) {
         if (!a->permitted) seg.fast_rejected.fetch_add(1, std::memory_order_relaxed);
         return *a;
       }
@@ -215,9 +216,8 @@ class HostBreaker {
                                 std::size_t max) const noexcept {
     return breaker_->transitions_since(after, out, max);
   }
-  // Folds the pending lock-free rejections in first, so that they show.
+  // The pending lock-free rejections are folded in first, so that they show.
   std::size_t history(Nanos now, ActivityBucket* out) noexcept {
-    breaker_->absorb_pending_rejections(now);
     return breaker_->history(now, out);
   }
 

@@ -1,0 +1,139 @@
+// The handle that a binding holds for one breaker, whatever store keeps its
+// state: AnyBreaker, one abstract class with one virtual call per operation.
+//
+//   std::unique_ptr<AnyBreaker> b = std::make_unique<ProcessHandle>(settings, now);
+//   // or host/host_handle.hpp's HostHandle, redis/fleet_handle.hpp's FleetHandle
+//   Admission a = b->acquire(now, kNever);
+//   if (StoreFault f = b->take_fault()) { /* report f; do not use `a` */ }
+//
+// Each store implements it beside its own code: the process store here
+// (ProcessHandle), the host store in host/host_handle.hpp, the fleet store in
+// redis/fleet_handle.hpp. Whatever a store adds to the core's operations (the
+// host's lock-free admission and its faults, the fleet's probe lease and its
+// words to the sync thread) lives in its implementation, so a binding only
+// converts: it calls an operation, then asks take_fault() before it uses the
+// result (a shared store may have found its memory overwritten or its lock
+// held too long; the result is then a private scratch copy's).
+#ifndef CIRCUITBREAKER_ANY_BREAKER_HPP
+#define CIRCUITBREAKER_ANY_BREAKER_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "breaker.hpp"
+#include "config.hpp"
+#include "history.hpp"
+#include "permit.hpp"
+#include "snapshot.hpp"
+#include "transition_log.hpp"
+#include "types.hpp"
+
+namespace circuitbreaker {
+
+// What a store found wrong in the operations since it was last asked.
+enum class StoreFaultKind : std::uint8_t {
+  None = 0,
+  Busy = 1,    // its lock was still held when the wait's bound passed
+  Corrupt = 2  // its memory holds what this code never writes
+};
+
+struct StoreFault {
+  StoreFaultKind kind = StoreFaultKind::None;
+  Nanos waited = 0;  // Busy: the bound of the wait that passed
+  explicit operator bool() const noexcept { return kind != StoreFaultKind::None; }
+};
+
+class AnyBreaker {
+ public:
+  virtual ~AnyBreaker() = default;
+  AnyBreaker(const AnyBreaker&) = delete;
+  AnyBreaker& operator=(const AnyBreaker&) = delete;
+
+  // The store's name as users write it: "process", "host" or "redis".
+  virtual const char* store_kind() const noexcept = 0;
+  // Where the store keeps the breaker, for messages (the segment file, the
+  // Redis key); empty in this process.
+  virtual const std::string& location() const noexcept { return no_location(); }
+
+  virtual const Settings& settings() const noexcept = 0;
+  virtual Admission acquire(Nanos now, Nanos probe_lease) = 0;
+  virtual bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) = 0;
+  virtual void release(const Permit& p, Nanos now) = 0;
+  virtual bool note(Outcome o, Nanos now) = 0;
+  virtual void reset(Nanos now) = 0;
+  virtual void force_open(Nanos now) = 0;
+  virtual void disable(Nanos now) = 0;
+  // A new configuration, keeping the state; false (nothing changes) where
+  // the configuration is the breaker's identity (a shared store: every
+  // process would have to agree).
+  virtual bool reconfigure(const Settings& s, Nanos now) = 0;
+  virtual Snapshot snapshot(Nanos now) const = 0;
+  virtual std::size_t transitions_since(std::uint64_t after, Transition* out,
+                                        std::size_t max) const = 0;
+  virtual std::size_t history(Nanos now, ActivityBucket* out) = 0;
+
+  // Whether the store may still be used at all (a host segment whose header
+  // was overwritten, or whose lock was found unrecoverable, may not).
+  bool usable() const noexcept { return !may_fault_ || store_usable(); }
+  // What the operations since the last call found wrong, and forgets it.
+  // The result of an operation that found a fault must not be used.
+  StoreFault take_fault() noexcept { return may_fault_ ? store_fault() : StoreFault{}; }
+
+ protected:
+  // `may_fault`: the store's memory or lock can fail (shared memory); only
+  // then are store_usable() and store_fault() asked, so that the stores that
+  // cannot fail pay a branch, not a call, for the binding's checks.
+  explicit AnyBreaker(bool may_fault = false) noexcept : may_fault_(may_fault) {}
+  virtual bool store_usable() const noexcept { return true; }
+  virtual StoreFault store_fault() noexcept { return {}; }
+
+ private:
+  bool may_fault_;
+
+  static const std::string& no_location() noexcept {
+    static const std::string empty;
+    return empty;
+  }
+};
+
+// The process store: the state machine and its state in this process.
+class ProcessHandle final : public AnyBreaker {
+ public:
+  ProcessHandle(const Settings& s, Nanos now) noexcept : breaker_(s, now) {}
+
+  Breaker& breaker() noexcept { return breaker_; }
+
+  const char* store_kind() const noexcept override { return "process"; }
+  const Settings& settings() const noexcept override { return breaker_.settings(); }
+  Admission acquire(Nanos now, Nanos probe_lease) override {
+    return breaker_.acquire(now, probe_lease);
+  }
+  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
+    return breaker_.record(p, o, now, open_for);
+  }
+  void release(const Permit& p, Nanos now) override { breaker_.release(p, now); }
+  bool note(Outcome o, Nanos now) override { return breaker_.note(o, now); }
+  void reset(Nanos now) override { breaker_.reset(now); }
+  void force_open(Nanos now) override { breaker_.force_open(now); }
+  void disable(Nanos now) override { breaker_.disable(now); }
+  bool reconfigure(const Settings& s, Nanos now) override {
+    breaker_.reconfigure(s, now);
+    return true;
+  }
+  Snapshot snapshot(Nanos now) const override { return breaker_.snapshot(now); }
+  std::size_t transitions_since(std::uint64_t after, Transition* out,
+                                std::size_t max) const override {
+    return breaker_.transitions_since(after, out, max);
+  }
+  std::size_t history(Nanos now, ActivityBucket* out) override {
+    return breaker_.history(now, out);
+  }
+
+ private:
+  Breaker breaker_;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_ANY_BREAKER_HPP

@@ -1,0 +1,123 @@
+// The fleet store behind the handle a binding holds (any_breaker.hpp): a
+// FleetMember (fleet/member.hpp: a Breaker in this process that the fleet
+// keeps in step) and the FleetSync (redis/sync.hpp) that moves its reports.
+// The calls run on the member's local copy as any breaker's do; what the
+// fleet needs in addition happens here, and only here:
+//   - a half-open probe goes out only with a fleet-wide lease
+//     (FleetMember::confirm_probe(), asked on the sync's connection);
+//   - a local trip wakes the sync thread at once, a failure nudges it (so
+//     the fleet hears of a run of failures soon, not at the next tick), and
+//     a settled probe wakes it when its outcome is due to the fleet;
+//   - reset, force_open and disable are the fleet's (FleetMember::command());
+//   - the member's last counts are flushed when the handle goes (a
+//     finalizer, or the process exiting), within the store's timeout.
+//
+// Like redis/sync.hpp, empty without hiredis (CIRCUITBREAKER_HAVE_HIREDIS).
+#ifndef CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
+#define CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../any_breaker.hpp"
+#include "../fleet/member.hpp"
+#include "sync.hpp"
+
+namespace circuitbreaker {
+
+class FleetHandle final : public AnyBreaker {
+ public:
+  // `member` joined `sync` (FleetSync::join()).
+  FleetHandle(std::shared_ptr<FleetMember> member, std::shared_ptr<FleetSync> sync)
+      : member_(std::move(member)), sync_(std::move(sync)) {}
+  ~FleetHandle() override { sync_->flush(member_); }
+
+  FleetMember& member() noexcept { return *member_; }
+  FleetSync& sync() noexcept { return *sync_; }
+
+  const char* store_kind() const noexcept override { return "redis"; }
+  const std::string& location() const noexcept override { return member_->key(); }
+  const Settings& settings() const noexcept override {
+    return member_->breaker().settings();
+  }
+
+  Admission acquire(Nanos now, Nanos probe_lease) override {
+    Admission a = local().acquire(now, probe_lease);
+    if (!a.permitted || a.permit.kind != PermitKind::Probe) return a;
+    FleetSync& sync = *sync_;
+    const std::string& key = member_->key();
+    return member_->confirm_probe(
+        a, now, sync.spec().sync_interval,
+        [&sync, &key](const std::string& token, std::int64_t lease_ms) {
+          return sync.lease(key, token, lease_ms);
+        });
+  }
+  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
+    const std::uint64_t before = local().generation();
+    const bool recorded = local().record(p, o, now, open_for);
+    if (local().generation() != before) {
+      sync_->wake();
+    } else if (o == Outcome::Failure) {
+      sync_->nudge();
+    }
+    settled(p, o == Outcome::Ignored, now, o == Outcome::Failure);
+    return recorded;
+  }
+  void release(const Permit& p, Nanos now) override {
+    local().release(p, now);
+    settled(p, true, now, false);
+  }
+  bool note(Outcome o, Nanos now) override { return local().note(o, now); }
+  void reset(Nanos now) override {
+    local().reset(now);
+    tell_fleet(FleetCommand::Reset);
+  }
+  void force_open(Nanos now) override {
+    local().force_open(now);
+    tell_fleet(FleetCommand::ForceOpen);
+  }
+  void disable(Nanos now) override {
+    local().disable(now);
+    tell_fleet(FleetCommand::Disable);
+  }
+  // The configuration is the fleet's identity (fleet/protocol.hpp).
+  bool reconfigure(const Settings&, Nanos) override { return false; }
+  Snapshot snapshot(Nanos now) const override {
+    return member_->breaker().snapshot(now);
+  }
+  std::size_t transitions_since(std::uint64_t after, Transition* out,
+                                std::size_t max) const override {
+    return member_->breaker().transitions_since(after, out, max);
+  }
+  std::size_t history(Nanos now, ActivityBucket* out) override {
+    return local().history(now, out);
+  }
+
+ private:
+  FleetBreaker& local() noexcept { return member_->breaker(); }
+
+  // A probe's outcome (or release) goes to the fleet at once.
+  void settled(const Permit& p, bool released, Nanos now, bool failed) {
+    if (p.kind == PermitKind::Probe && member_->probe_settled(p, released, now, failed)) {
+      sync_->wake();
+    }
+  }
+  void tell_fleet(FleetCommand c) {
+    member_->command(c);
+    sync_->wake();
+  }
+
+  std::shared_ptr<FleetMember> member_;
+  std::shared_ptr<FleetSync> sync_;
+};
+
+}  // namespace circuitbreaker
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS
+#endif  // CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
