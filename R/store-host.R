@@ -340,7 +340,7 @@ breaker_store_segments <- function(store = breaker_store_host()) {
 # refused, damaged or busy.
 
 # A segment that cannot be opened or attached. `reason` is the core's status
-# name (segment.hpp) or "os_error"; `message` is the core's wording (or the
+# name (host/segment_attach.hpp) or "os_error"; `message` is the core's wording (or the
 # system's, for an os_error). For wrong_config, `argument` is the first rule
 # argument that differs, and `given` and `stored` its values in this process
 # and in the segment.
@@ -362,7 +362,7 @@ abort_host_store <- function(path, reason, message, argument = NULL, given = NUL
 }
 
 # A file or directory of the store that the core refused as not this
-# user's (store_files.hpp): `path` is what it refused and `reason` its
+# user's (host/store_files.hpp): `path` is what it refused and `reason` its
 # words; `segment` is the breaker's segment file when a breaker was being
 # created (then `path` is that file or its directory).
 abort_host_untrusted <- function(path, reason, segment = NULL, call = NULL) {

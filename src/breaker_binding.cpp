@@ -222,7 +222,7 @@ SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::Config c = cbr::config_merge(cbr::stored_config(ptr), changes);
   if (!h.breaker->reconfigure(circuitbreaker::make_settings(c), h.now())) {
-    // The configuration is a shared breaker's identity (host_breaker.hpp,
+    // The configuration is a shared breaker's identity (host/host_breaker.hpp,
     // fleet/protocol.hpp): nothing changed.
     cbr::abort_by("abort_host_configure", Rf_getAttrib(changes, R_NamesSymbol));
   }

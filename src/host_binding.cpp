@@ -1,6 +1,6 @@
 // R entry points of the host store: what R needs to name, list and describe
 // host segments. The segment itself is opened by cb_create() (r_interface.cpp);
-// every rule about it is in host_breaker.hpp and segment.hpp.
+// every rule about it is in host/host_breaker.hpp and host/segment_*.hpp.
 #include <Rcpp.h>
 
 #include <cstring>
@@ -116,7 +116,7 @@ Rcpp::CharacterVector cb_host_default_directory() {
 // written; the file is opened read-only, never through a link, and mapped
 // read-only, only when the core's checks find it ours): its status, and when
 // it is a segment of this layout, its state and creator. For listing a
-// store's directory; the judgements are the core's (store_files.hpp,
+// store's directory; the judgements are the core's (host/store_files.hpp,
 // inspect_segment()).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_segment_info(SEXP path) {

@@ -49,7 +49,7 @@ bool cb_redis_available() {
 
 // `url` (a redis:// URL, or any other) with its user name and password
 // masked as "***", for anything shown to people (see
-// circuitbreaker/redis_url.hpp).
+// circuitbreaker/redis/url.hpp).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_mask_url(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {

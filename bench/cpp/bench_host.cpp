@@ -1,4 +1,4 @@
-// Benchmarks of the host store (host_breaker.hpp), with the in-process
+// Benchmarks of the host store (host/host_breaker.hpp), with the in-process
 // Breaker measured in the same run as the baseline.
 //
 //   make -C tests/cpp bench BENCH_ARGS='[host-single],[host-procs]'

@@ -1,6 +1,6 @@
 // A fleet member's side of the Redis store, without Redis: adopt() and
 // decline_probe() (fleet/fleet_breaker.hpp), and FleetMember's reports,
-// replies and probe results (fleet.hpp). The script itself:
+// replies and probe results (fleet/member.hpp). The script itself:
 // test_fleet_script.cpp.
 #include <catch2/catch.hpp>
 

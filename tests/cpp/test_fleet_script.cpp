@@ -1,4 +1,4 @@
-// The fleet's script (fleet_script.hpp) against the core's rules, on a real
+// The fleet's script (fleet/script.hpp) against the core's rules, on a real
 // redis-server (started here on 127.0.0.1, a free port; skipped with a
 // warning where redis-server is missing). The script is the one second
 // implementation of the trip rules, so it is checked against the core: a

@@ -1,4 +1,4 @@
-// The host store (host_breaker.hpp): a breaker every process on a host shares
+// The host store (host/host_breaker.hpp): a breaker every process on a host shares
 // through a segment file, with admission that takes no lock, rejections
 // counted later (pending), and probes of dead processes freed at once.
 //
@@ -1188,7 +1188,7 @@ TEST_CASE("HostBreaker::open reports what is wrong and leaves nothing open", "[h
     CHECK_FALSE(hb.is_open());
     CHECK_FALSE(hb.healthy());
   };
-  // Refused as not ours (store_files.hpp): `refused` named, with `reason`.
+  // Refused as not ours (host/store_files.hpp): `refused` named, with `reason`.
   auto refused_as = [&](const std::string& path, const std::string& refused,
                         const std::string& reason) {
     const cb::HostBreaker::OpenResult r = hb.open(path, c, 0);

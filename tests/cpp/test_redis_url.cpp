@@ -1,4 +1,4 @@
-// The Redis store's URL parser (redis_url.hpp).
+// The Redis store's URL parser (redis/url.hpp).
 #include <catch2/catch.hpp>
 
 #include <string>

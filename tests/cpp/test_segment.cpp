@@ -1,4 +1,4 @@
-// The host store's core (segment.hpp, shared_lock.hpp): one breaker state in a
+// The host store's core (host/segment_*.hpp, host/robust_mutex.hpp): one breaker state in a
 // shared file mapping, used by several breakers, several processes, and
 // processes SIGKILLed while they hold the lock.
 //
