@@ -1,6 +1,6 @@
-// The host store's core (host/segment_*.hpp, host/robust_mutex.hpp): one breaker state in a
-// shared file mapping, used by several breakers, several processes, and
-// processes SIGKILLed while they hold the lock.
+// The host store's core (host/segment_*.hpp, host/robust_mutex.hpp): one breaker state in
+// a shared file mapping, used by several breakers, several processes, and processes
+// SIGKILLed while they hold the lock.
 //
 // Every test is bounded: child processes are waited for with a deadline (and
 // SIGKILLed when they overrun it), loops have fixed counts, files live in a
