@@ -218,9 +218,10 @@ NULL
 #' cb$metrics()[c("state", "mode", "sync_lag")]
 #' }
 #' @export
-breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circuitbreaker",
-                                sync_interval = 0.1, timeout = 0.1) {
+breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_interval = 0.1, timeout = 0.1,
+                                sentinel = NULL, master = "mymaster", sentinel_password = NULL) {
   call <- rlang::current_call()
+  if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
   check_string(url, call = call)
   endpoint <- cb_redis_parse_url(url)
   check_string(prefix, call = call)
@@ -231,23 +232,72 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
                        must = "a number of seconds from 0.01 to 60", call = call)
   check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
                        must = "a number of seconds from 0.001 to 60", call = call)
+  topology <- redis_sentinel_args(sentinel, master, sentinel_password, call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
   # The URL with its password stays in an environment, so that printing,
   # str() or dput() of the store shows only the masked one.
   secret <- new.env(parent = emptyenv())
   secret$url <- url
+  secret$sentinel_password <- sentinel_password
+  shown <- cb_mask_url(url)
+  if (!is.null(topology$sentinel)) {
+    shown <- paste0("sentinel master \"", topology$master, "\" via ",
+                    paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db)
+  }
   structure(
-    list(kind = "redis", url = cb_mask_url(url), endpoint = endpoint, prefix = prefix,
-         sync_interval = sync_interval, timeout = timeout, secret = secret),
+    list(kind = "redis", url = shown, endpoint = endpoint, prefix = prefix,
+         sync_interval = sync_interval, timeout = timeout, sentinel = topology$sentinel,
+         master = topology$master, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )
+}
+
+# The Sentinel arguments, checked: list(sentinel = the addresses as the
+# core reads them, or NULL for a single server; master).
+redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
+  if (is.null(sentinel)) {
+    if (!is.null(sentinel_password)) {
+      # Not abort_bad_argument(): its value, a password, is never shown.
+      cli::cli_abort(
+        c("{.arg sentinel_password} must be NULL when {.arg sentinel} is NULL.",
+          i = "The password of a single server goes in {.arg url}: {.code redis://:password@host:6379/0}."),
+        class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
+        argument = "sentinel_password", call = call
+      )
+    }
+    return(list(sentinel = NULL, master = NULL))
+  }
+  if (!is.character(sentinel) || length(sentinel) == 0L || length(sentinel) > 100L) {
+    abort_bad_argument("sentinel", "a character vector of 1 to 100 sentinel addresses such as \"127.0.0.1:26379\"",
+                       sentinel, call = call)
+  }
+  sentinel <- rlang::try_fetch(
+    cb_redis_parse_sentinels(sentinel),
+    # The core's words, with this call; the value is masked (a sentinel
+    # given as a URL may hold a password).
+    circuit_breaker_invalid_argument = function(cnd) {
+      abort_bad_argument("sentinel", "\"host:port\" addresses (an IPv6 host in brackets) with a port from 1 to 65535",
+                         cnd$value, call = call)
+    }
+  )
+  if (!rlang::is_string(master) || !cb_redis_valid_master_name(master)) {
+    abort_bad_argument("master", "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
+                       master, call = call)
+  }
+  if (!is.null(sentinel_password) && (!rlang::is_string(sentinel_password) || !nzchar(sentinel_password))) {
+    # describe_value() shows a string only when it is a single one, which
+    # here is the empty string: never a password.
+    abort_bad_argument("sentinel_password", "NULL or a non-empty string (the sentinels' password)",
+                       sentinel_password, call = call)
+  }
+  list(sentinel = sentinel, master = master)
 }
 
 #' @rdname breaker_store_redis
 #' @export
 breaker_store_redis_ping <- function(store) {
   check_redis_store(store)
-  res <- cb_redis_ping(store$secret$url, store$timeout)
+  res <- cb_redis_ping(redis_store_spec(store))
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
 }
 
@@ -313,7 +363,8 @@ redis_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
   list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
-       timeout = store$timeout, clock_offset = offset)
+       timeout = store$timeout, clock_offset = offset, sentinels = store$sentinel,
+       master = store$master, sentinel_password = store$secret$sentinel_password)
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
@@ -326,7 +377,9 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
     last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
     fleet_calls = info$fleet_calls,
     fleet_failures = info$fleet_failures,
-    last_error = link_error(info$last_error)
+    last_error = link_error(info$last_error),
+    topology = info$topology,
+    master = if (nzchar(info$master)) info$master else NA_character_
   )
 }
 
@@ -339,13 +392,14 @@ link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 #' @exportS3Method
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
   list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_)
+       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
+       topology = NA_character_, master = NA_character_)
 }
 
 # The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error")
+  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master")
 }
 
 #' @exportS3Method
@@ -373,17 +427,27 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   user <- if (isTRUE(e$has_username)) "***" else ""
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
-  out <- paste0("<circuit_breaker_store: redis, redis://", auth, host, ":", e$port, "/", e$db,
-                ", prefix ", x$prefix, ">")
+  where <- if (is.null(x$sentinel)) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
+  out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
   link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
-                         "   failed: ", link$sync_failures))
+                         "   failed: ", link$sync_failures),
+             paste0("  topology: ", redis_topology_text(link$topology, link$master)))
     error <- link_error(link$last_error)
     if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
   }
   out
+}
+
+# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)" or
+# "sentinel (no master found yet)".
+redis_topology_text <- function(topology, master) {
+  known <- !is.na(master) && nzchar(master)
+  switch(topology,
+         sentinel = paste0("sentinel (", if (known) paste("master", master) else "no master found yet", ")"),
+         paste0(topology, if (known) paste0(" (", master, ")")))
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
@@ -423,7 +487,7 @@ fleet_link_news <- function(store) {
   info <- cb_fleet_store_info(spec)
   if (is.null(info)) return(invisible())
   said <- the$fleet_alone %||% (the$fleet_alone <- new.env(parent = emptyenv()))
-  key <- rlang::hash(spec[c("url", "prefix", "sync_interval", "timeout", "clock_offset")])
+  key <- rlang::hash(spec)
   was_alone <- isTRUE(said[[key]])
   if (!was_alone && isTRUE(info$alone)) {
     said[[key]] <- TRUE
