@@ -109,6 +109,55 @@ NULL
 #' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
 #'
+#' @section Topologies and failover:
+#' *A single server* (the default): `url` says where it is.
+#'
+#' *A master with replicas behind Redis Sentinel*: give the sentinels'
+#' addresses as `sentinel` (`"host:port"`, an IPv6 host in brackets) and the
+#' name under which they monitor the master as `master`. The store asks the
+#' sentinels, one after the other (the one that answered last first, then in
+#' the order given), `SENTINEL get-master-addr-by-name`, connects to the
+#' address named, and checks that the node says it is a master (`ROLE`).
+#' Every new connection asks again: a connection is made anew after any
+#' failed round trip, and a `-READONLY` reply (the node was demoted to a
+#' replica) closes it. Finding the master, connecting and the checks take at
+#' most `timeout` in all, however many sentinels are down. `url` is then
+#' optional and gives only the master's password (and user name) and the
+#' database, for example `"redis://:password@mymaster/0"`: its host and port
+#' are not used. `sentinel_password` is the sentinels' own password (their
+#' `requirepass`), if they have one; like the URL's, it never appears in a
+#' message, `print()`, `$metrics()` or a log.
+#'
+#' `$metrics()`, [breaker_list()] and the status routes show `topology`
+#' (`"single"` or `"sentinel"`) and `master`, the address of the master the
+#' store last connected to (`NA` before it found one); `print()` of the store
+#' shows them as `topology: sentinel (master 10.0.0.5:6379)`.
+#'
+#' *During a failover* (the master dies; the sentinels agree, after their
+#' `down-after-milliseconds`, and promote a replica) the store cannot reach
+#' a master: every round trip fails within `timeout`, the link's breaker
+#' paces the retries, and each process runs its breakers on their local
+#' rules (mode `"local"`; no call waits longer than `timeout`). Once the
+#' sentinels name the promoted replica, the next retry connects there and
+#' the breakers rejoin by the usual merge (see above): the counts made
+#' meanwhile are sent, the later open-until and the higher generation win.
+#'
+#' *What a failover can lose.* Redis replicates asynchronously: the master
+#' acknowledges a write before its replicas have it. What the old master
+#' accepted in its last moments (typically the last sync interval or so)
+#' may be missing on the promoted replica: the last counts of some
+#' processes, a trip, a manual `$force_open()` or a probe's lease. The
+#' fleet then does what it does after a Redis restarted empty, for these
+#' breakers only: the processes' next reports rebuild them, a process
+#' whose copy is open (it tripped, or heard of the trip) reports the open
+#' period again, and a lease that was lost lets one more probe out. A count
+#' lost is not counted again, so a run of failures may need a few more
+#' calls to trip. The Redis settings `min-replicas-to-write` and
+#' `min-replicas-max-lag` narrow the window (at the cost of refusing writes
+#' when the replicas lag; the store then runs on local rules).
+#'
+#' Redis Cluster is not supported yet (see "Keys").
+#'
 #' @section Keys:
 #' Every key of breaker `name` in a store with prefix `prefix` is
 #' `cb1:{<prefix>:<name>}` and a suffix, where `<prefix>` and `<name>` are
@@ -198,12 +247,21 @@ NULL
 #' code or configuration gave it: pass it from an environment variable or a
 #' secret store, not in source code.
 #'
-#' @param url A `redis://[[user]:password@]host[:port][/db]` URL.
+#' @param url A `redis://[[user]:password@]host[:port][/db]` URL; `NULL` (the
+#'   default) is `"redis://127.0.0.1:6379/0"`. With `sentinel`, only its user
+#'   name, password and database are used (see "Topologies and failover").
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
 #' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
 #' @param timeout Seconds any one round trip to Redis may take (connecting
 #'   included), from 0.001 to 60.
+#' @param sentinel `NULL` (a single server, at `url`), or the addresses of
+#'   the Redis Sentinels that monitor the master, such as
+#'   `c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379")`.
+#' @param master The name under which the sentinels monitor the master
+#'   (`sentinel monitor <master> ...` in their configuration).
+#' @param sentinel_password `NULL`, or the sentinels' own password (their
+#'   `requirepass`; not the master's, which `url` gives).
 #' @param store A store from `breaker_store_redis()`.
 #' @return `breaker_store_redis()`: a store object. `breaker_store_redis_ping()`:
 #'   `TRUE` when the server answered `PONG` within `timeout`, else `FALSE` with
@@ -212,6 +270,10 @@ NULL
 #' @examples
 #' \dontrun{
 #' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
+#' # A master behind Sentinel; the password from the environment:
+#' ha <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp",
+#'                           sentinel = c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"),
+#'                           master = "mymaster")
 #' cb <- circuit_breaker(name = "payments", store = fleet, failure_threshold = 5)
 #' cb$execute(function() httr::GET("http://127.0.0.1:8080/pay"),
 #'            function() "the payment service is unavailable")
