@@ -110,9 +110,9 @@ NULL
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
 #'
 #' @section Topologies and failover:
-#' *A single server* (the default): `url` says where it is.
+#' On a single server (the default), `url` says where it is.
 #'
-#' *A master with replicas behind Redis Sentinel*: give the sentinels'
+#' For a master with replicas behind Redis Sentinel, give the sentinels'
 #' addresses as `sentinel` (`"host:port"`, an IPv6 host in brackets) and the
 #' name under which they monitor the master as `master`. The store asks the
 #' sentinels, one after the other (the one that answered last first, then in
@@ -343,7 +343,8 @@ redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
     }
   )
   if (!rlang::is_string(master) || !cb_redis_valid_master_name(master)) {
-    abort_bad_argument("master", "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
+    abort_bad_argument("master",
+                       "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
                        master, call = call)
   }
   if (!is.null(sentinel_password) && (!rlang::is_string(sentinel_password) || !nzchar(sentinel_password))) {

@@ -237,7 +237,8 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
   // Through Sentinel: the addresses (checked by R's breaker_store_redis(),
   // checked again here), the master's name and the sentinels' credentials.
-  SEXP sentinels = l.containsElementNamed("sentinels") ? SEXP(l["sentinels"]) : R_NilValue;
+  SEXP sentinels =
+      l.containsElementNamed("sentinels") ? SEXP(l["sentinels"]) : R_NilValue;
   if (TYPEOF(sentinels) == STRSXP && Rf_xlength(sentinels) > 0) {
     std::vector<circuitbreaker::RedisNodeAddress> addresses;
     for (R_xlen_t i = 0; i < Rf_xlength(sentinels); ++i) {
@@ -252,14 +253,16 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
     if (!circuitbreaker::valid_master_name(master)) {
       abort_invalid_object("Redis store master name");
     }
-    auto s = std::make_shared<circuitbreaker::RedisSentinels>(std::move(addresses), master);
+    auto s =
+        std::make_shared<circuitbreaker::RedisSentinels>(std::move(addresses), master);
     SEXP password = l.containsElementNamed("sentinel_password")
                         ? SEXP(l["sentinel_password"])
                         : R_NilValue;
     if (TYPEOF(password) == STRSXP && Rf_xlength(password) == 1 &&
         STRING_ELT(password, 0) != NA_STRING) {
-      SEXP user = l.containsElementNamed("sentinel_username") ? SEXP(l["sentinel_username"])
-                                                               : R_NilValue;
+      SEXP user = l.containsElementNamed("sentinel_username")
+                      ? SEXP(l["sentinel_username"])
+                      : R_NilValue;
       const bool named = TYPEOF(user) == STRSXP && Rf_xlength(user) == 1 &&
                          STRING_ELT(user, 0) != NA_STRING;
       s->set_credentials(named ? CHAR(STRING_ELT(user, 0)) : "",

@@ -111,16 +111,17 @@ SEXP cb_redis_parse_sentinels(SEXP x) {
   SEXP out = PROTECT(Rf_allocVector(STRSXP, n));
   for (R_xlen_t i = 0; i < n; ++i) {
     circuitbreaker::RedisNodeAddress a;
-    const char* must = STRING_ELT(x, i) == NA_STRING
-                           ? kMust
-                           : circuitbreaker::parse_sentinel_address(CHAR(STRING_ELT(x, i)), a);
+    const char* must =
+        STRING_ELT(x, i) == NA_STRING
+            ? kMust
+            : circuitbreaker::parse_sentinel_address(CHAR(STRING_ELT(x, i)), a);
     if (must) {
       // Shown masked: a sentinel given as a URL may hold a password.
-      SEXP text = PROTECT(STRING_ELT(x, i) == NA_STRING
-                      ? Rf_ScalarString(NA_STRING)
-                      : Rf_mkString(circuitbreaker::mask_url_credentials(
-                                        CHAR(STRING_ELT(x, i)))
-                                        .c_str()));
+      SEXP text = PROTECT(
+          STRING_ELT(x, i) == NA_STRING
+              ? Rf_ScalarString(NA_STRING)
+              : Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(x, i)))
+                                .c_str()));
       cbr::abort_argument("sentinel", (std::string("each ") + must).c_str(), text);
     }
     SET_STRING_ELT(out, i, Rf_mkChar(a.text().c_str()));

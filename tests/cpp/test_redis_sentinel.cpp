@@ -49,10 +49,10 @@ TEST_CASE("sentinel addresses are host:port with a valid port", "[sentinel]") {
   CHECK(a.host == "::1");
   CHECK(a.text() == "[::1]:26380");
   CHECK(cb::parse_sentinel_address("sentinel-1.internal:26379", a) == nullptr);
-  for (const char* bad : {"", "127.0.0.1", ":26379", "127.0.0.1:", "127.0.0.1:0",
-                          "127.0.0.1:65536", "127.0.0.1:+1", "127.0.0.1:026379",
-                          "host name:26379", "redis://127.0.0.1:26379", "[name]:1",
-                          "a\nb:1"}) {
+  for (const char* bad :
+       {"", "127.0.0.1", ":26379", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
+        "127.0.0.1:+1", "127.0.0.1:026379", "host name:26379", "redis://127.0.0.1:26379",
+        "[name]:1", "a\nb:1"}) {
     INFO(bad);
     CHECK(cb::parse_sentinel_address(bad, a) != nullptr);
   }
@@ -120,8 +120,8 @@ TEST_CASE("random answers never yield an invalid address", "[sentinel]") {
 }
 
 TEST_CASE("ROLE must say master", "[sentinel]") {
-  CHECK(cb::role_is_master(V::of_array({V::of_string("master"), V::of_integer(0),
-                                        V::of_array({})})));
+  CHECK(cb::role_is_master(
+      V::of_array({V::of_string("master"), V::of_integer(0), V::of_array({})})));
   CHECK_FALSE(cb::role_is_master(V::of_array(
       {V::of_string("slave"), V::of_string("127.0.0.1"), V::of_integer(6379)})));
   CHECK_FALSE(cb::role_is_master(V::of_array({V::of_string("sentinel")})));

@@ -206,7 +206,8 @@ class RedisConnection {
       left = deadline - SteadyClock::now();
       if (left <= 0) break;
       if (!connect_to(master.host, master.port, left)) {
-        why = "master " + master.text() + " (named by sentinel " + at.text() + "): " + error_;
+        why = "master " + master.text() + " (named by sentinel " + at.text() +
+              "): " + error_;
         continue;
       }
       RedisValue role;

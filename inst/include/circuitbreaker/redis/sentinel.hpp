@@ -134,7 +134,8 @@ inline const char* read_master_address(const RedisValue& reply, RedisNodeAddress
   if (reply.kind == Kind::kNil) return "the sentinel does not know this master name";
   if (reply.kind == Kind::kError) return "the sentinel answered with an error";
   if (reply.kind != Kind::kArray || reply.elements.size() != 2 ||
-      reply.elements[0].kind != Kind::kString || reply.elements[1].kind != Kind::kString) {
+      reply.elements[0].kind != Kind::kString ||
+      reply.elements[1].kind != Kind::kString) {
     return "the sentinel's answer is not a host and a port";
   }
   int port = 0;
