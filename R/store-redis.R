@@ -396,14 +396,14 @@ store_link_news.circuit_breaker_store_redis <- function(store) fleet_link_news(s
 #' @exportS3Method
 store_label.circuit_breaker_store_redis <- function(store, m) paste0("fleet-shared, ", m$mode)
 
-# While the store runs on local rules, print() says why.
+# While the store runs on local rules, print() says why; behind Sentinel,
+# it names the master.
 #' @exportS3Method
 store_format_lines.circuit_breaker_store_redis <- function(store, m) {
-  if (identical(m$mode, "local") && !is.na(m$last_error)) {
-    paste0("  last error of the link to Redis: ", m$last_error)
-  } else {
-    character()
-  }
+  c(
+    if (identical(m$topology, "sentinel")) paste0("  Redis topology: ", redis_topology_text(m$topology, m$master)),
+    if (identical(m$mode, "local") && !is.na(m$last_error)) paste0("  last error of the link to Redis: ", m$last_error)
+  )
 }
 
 # The tooltip names the masked URL (never the password) and the mode.

@@ -133,7 +133,8 @@ test_that("a fleet store through sentinels shares a trip between processes and h
   expect_identical(status$topology, "sentinel")
   expect_identical(status$master, master)
   printed <- capture.output(print(store), print(cb))
-  expect_true(any(grepl(paste0("topology: sentinel (master ", master, ")"), printed, fixed = TRUE)))
+  expect_true(any(grepl(paste0("  topology: sentinel (master ", master, ")"), printed, fixed = TRUE)))
+  expect_true(any(grepl(paste0("  Redis topology: sentinel (master ", master, ")"), printed, fixed = TRUE)))
   listed <- breaker_list()
   expect_identical(listed$master[listed$name == "sentineltrip"], master)
   shown <- c(printed, capture.output(str(store), dput(store), print(m), print(listed), str(status)),
