@@ -153,8 +153,16 @@ cb_redis_parse_url <- function(url) {
     .Call(`_circuitbreaker_cb_redis_parse_url`, url)
 }
 
-cb_redis_ping <- function(url, timeout) {
-    .Call(`_circuitbreaker_cb_redis_ping`, url, timeout)
+cb_redis_ping <- function(spec) {
+    .Call(`_circuitbreaker_cb_redis_ping`, spec)
+}
+
+cb_redis_parse_sentinels <- function(x) {
+    .Call(`_circuitbreaker_cb_redis_parse_sentinels`, x)
+}
+
+cb_redis_valid_master_name <- function(x) {
+    .Call(`_circuitbreaker_cb_redis_valid_master_name`, x)
 }
 
 cb_fleet_info <- function(ptr) {

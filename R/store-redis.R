@@ -109,6 +109,55 @@ NULL
 #' `circuitbreaker_fleet_mode`, `circuitbreaker_fleet_sync_lag_seconds`,
 #' `circuitbreaker_fleet_last_sync_timestamp_seconds`).
 #'
+#' @section Topologies and failover:
+#' On a single server (the default), `url` says where it is.
+#'
+#' For a master with replicas behind Redis Sentinel, give the sentinels'
+#' addresses as `sentinel` (`"host:port"`, an IPv6 host in brackets) and the
+#' name under which they monitor the master as `master`. The store asks the
+#' sentinels, one after the other (the one that answered last first, then in
+#' the order given), `SENTINEL get-master-addr-by-name`, connects to the
+#' address named, and checks that the node says it is a master (`ROLE`).
+#' Every new connection asks again: a connection is made anew after any
+#' failed round trip, and a `-READONLY` reply (the node was demoted to a
+#' replica) closes it. Finding the master, connecting and the checks take at
+#' most `timeout` in all, however many sentinels are down. `url` is then
+#' optional and gives only the master's password (and user name) and the
+#' database, for example `"redis://:password@mymaster/0"`: its host and port
+#' are not used. `sentinel_password` is the sentinels' own password (their
+#' `requirepass`), if they have one; like the URL's, it never appears in a
+#' message, `print()`, `$metrics()` or a log.
+#'
+#' `$metrics()`, [breaker_list()] and the status routes show `topology`
+#' (`"single"` or `"sentinel"`) and `master`, the address of the master the
+#' store last connected to (`NA` before it found one); `print()` of the store
+#' shows them as `topology: sentinel (master 10.0.0.5:6379)`.
+#'
+#' *During a failover* (the master dies; the sentinels agree, after their
+#' `down-after-milliseconds`, and promote a replica) the store cannot reach
+#' a master: every round trip fails within `timeout`, the link's breaker
+#' paces the retries, and each process runs its breakers on their local
+#' rules (mode `"local"`; no call waits longer than `timeout`). Once the
+#' sentinels name the promoted replica, the next retry connects there and
+#' the breakers rejoin by the usual merge (see above): the counts made
+#' meanwhile are sent, the later open-until and the higher generation win.
+#'
+#' *What a failover can lose.* Redis replicates asynchronously: the master
+#' acknowledges a write before its replicas have it. What the old master
+#' accepted in its last moments (typically the last sync interval or so)
+#' may be missing on the promoted replica: the last counts of some
+#' processes, a trip, a manual `$force_open()` or a probe's lease. The
+#' fleet then does what it does after a Redis restarted empty, for these
+#' breakers only: the processes' next reports rebuild them, a process
+#' whose copy is open (it tripped, or heard of the trip) reports the open
+#' period again, and a lease that was lost lets one more probe out. A count
+#' lost is not counted again, so a run of failures may need a few more
+#' calls to trip. The Redis settings `min-replicas-to-write` and
+#' `min-replicas-max-lag` narrow the window (at the cost of refusing writes
+#' when the replicas lag; the store then runs on local rules).
+#'
+#' Redis Cluster is not supported yet (see "Keys").
+#'
 #' @section Keys:
 #' Every key of breaker `name` in a store with prefix `prefix` is
 #' `cb1:{<prefix>:<name>}` and a suffix, where `<prefix>` and `<name>` are
@@ -198,12 +247,21 @@ NULL
 #' code or configuration gave it: pass it from an environment variable or a
 #' secret store, not in source code.
 #'
-#' @param url A `redis://[[user]:password@]host[:port][/db]` URL.
+#' @param url A `redis://[[user]:password@]host[:port][/db]` URL; `NULL` (the
+#'   default) is `"redis://127.0.0.1:6379/0"`. With `sentinel`, only its user
+#'   name, password and database are used (see "Topologies and failover").
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
 #' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
 #' @param timeout Seconds any one round trip to Redis may take (connecting
 #'   included), from 0.001 to 60.
+#' @param sentinel `NULL` (a single server, at `url`), or the addresses of
+#'   the Redis Sentinels that monitor the master, such as
+#'   `c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379")`.
+#' @param master The name under which the sentinels monitor the master
+#'   (`sentinel monitor <master> ...` in their configuration).
+#' @param sentinel_password `NULL`, or the sentinels' own password (their
+#'   `requirepass`; not the master's, which `url` gives).
 #' @param store A store from `breaker_store_redis()`.
 #' @return `breaker_store_redis()`: a store object. `breaker_store_redis_ping()`:
 #'   `TRUE` when the server answered `PONG` within `timeout`, else `FALSE` with
@@ -212,15 +270,20 @@ NULL
 #' @examples
 #' \dontrun{
 #' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
+#' # A master behind Sentinel; the password from the environment:
+#' ha <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp",
+#'                           sentinel = c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"),
+#'                           master = "mymaster")
 #' cb <- circuit_breaker(name = "payments", store = fleet, failure_threshold = 5)
 #' cb$execute(function() httr::GET("http://127.0.0.1:8080/pay"),
 #'            function() "the payment service is unavailable")
 #' cb$metrics()[c("state", "mode", "sync_lag")]
 #' }
 #' @export
-breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circuitbreaker",
-                                sync_interval = 0.1, timeout = 0.1) {
+breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_interval = 0.1, timeout = 0.1,
+                                sentinel = NULL, master = "mymaster", sentinel_password = NULL) {
   call <- rlang::current_call()
+  if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
   check_string(url, call = call)
   endpoint <- cb_redis_parse_url(url)
   check_string(prefix, call = call)
@@ -231,23 +294,73 @@ breaker_store_redis <- function(url = "redis://127.0.0.1:6379/0", prefix = "circ
                        must = "a number of seconds from 0.01 to 60", call = call)
   check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
                        must = "a number of seconds from 0.001 to 60", call = call)
+  topology <- redis_sentinel_args(sentinel, master, sentinel_password, call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
   # The URL with its password stays in an environment, so that printing,
   # str() or dput() of the store shows only the masked one.
   secret <- new.env(parent = emptyenv())
   secret$url <- url
+  secret$sentinel_password <- sentinel_password
+  shown <- cb_mask_url(url)
+  if (!is.null(topology$sentinel)) {
+    shown <- paste0("sentinel master \"", topology$master, "\" via ",
+                    paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db)
+  }
   structure(
-    list(kind = "redis", url = cb_mask_url(url), endpoint = endpoint, prefix = prefix,
-         sync_interval = sync_interval, timeout = timeout, secret = secret),
+    list(kind = "redis", url = shown, endpoint = endpoint, prefix = prefix,
+         sync_interval = sync_interval, timeout = timeout, sentinel = topology$sentinel,
+         master = topology$master, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )
+}
+
+# The Sentinel arguments, checked: list(sentinel = the addresses as the
+# core reads them, or NULL for a single server; master).
+redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
+  if (is.null(sentinel)) {
+    if (!is.null(sentinel_password)) {
+      # Not abort_bad_argument(): its value, a password, is never shown.
+      cli::cli_abort(
+        c("{.arg sentinel_password} must be NULL when {.arg sentinel} is NULL.",
+          i = "The password of a single server goes in {.arg url}: {.code redis://:password@host:6379/0}."),
+        class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
+        argument = "sentinel_password", call = call
+      )
+    }
+    return(list(sentinel = NULL, master = NULL))
+  }
+  if (!is.character(sentinel) || length(sentinel) == 0L || length(sentinel) > 100L) {
+    abort_bad_argument("sentinel", "a character vector of 1 to 100 sentinel addresses such as \"127.0.0.1:26379\"",
+                       sentinel, call = call)
+  }
+  sentinel <- rlang::try_fetch(
+    cb_redis_parse_sentinels(sentinel),
+    # The core's words, with this call; the value is masked (a sentinel
+    # given as a URL may hold a password).
+    circuit_breaker_invalid_argument = function(cnd) {
+      abort_bad_argument("sentinel", "\"host:port\" addresses (an IPv6 host in brackets) with a port from 1 to 65535",
+                         cnd$value, call = call)
+    }
+  )
+  if (!rlang::is_string(master) || !cb_redis_valid_master_name(master)) {
+    abort_bad_argument("master",
+                       "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
+                       master, call = call)
+  }
+  if (!is.null(sentinel_password) && (!rlang::is_string(sentinel_password) || !nzchar(sentinel_password))) {
+    # describe_value() shows a string only when it is a single one, which
+    # here is the empty string: never a password.
+    abort_bad_argument("sentinel_password", "NULL or a non-empty string (the sentinels' password)",
+                       sentinel_password, call = call)
+  }
+  list(sentinel = sentinel, master = master)
 }
 
 #' @rdname breaker_store_redis
 #' @export
 breaker_store_redis_ping <- function(store) {
   check_redis_store(store)
-  res <- cb_redis_ping(store$secret$url, store$timeout)
+  res <- cb_redis_ping(redis_store_spec(store))
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
 }
 
@@ -283,14 +396,14 @@ store_link_news.circuit_breaker_store_redis <- function(store) fleet_link_news(s
 #' @exportS3Method
 store_label.circuit_breaker_store_redis <- function(store, m) paste0("fleet-shared, ", m$mode)
 
-# While the store runs on local rules, print() says why.
+# While the store runs on local rules, print() says why; behind Sentinel,
+# it names the master.
 #' @exportS3Method
 store_format_lines.circuit_breaker_store_redis <- function(store, m) {
-  if (identical(m$mode, "local") && !is.na(m$last_error)) {
-    paste0("  last error of the link to Redis: ", m$last_error)
-  } else {
-    character()
-  }
+  c(
+    if (identical(m$topology, "sentinel")) paste0("  Redis topology: ", redis_topology_text(m$topology, m$master)),
+    if (identical(m$mode, "local") && !is.na(m$last_error)) paste0("  last error of the link to Redis: ", m$last_error)
+  )
 }
 
 # The tooltip names the masked URL (never the password) and the mode.
@@ -313,7 +426,8 @@ redis_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
   list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
-       timeout = store$timeout, clock_offset = offset)
+       timeout = store$timeout, clock_offset = offset, sentinels = store$sentinel,
+       master = store$master, sentinel_password = store$secret$sentinel_password)
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
@@ -326,7 +440,9 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
     last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
     fleet_calls = info$fleet_calls,
     fleet_failures = info$fleet_failures,
-    last_error = link_error(info$last_error)
+    last_error = link_error(info$last_error),
+    topology = info$topology,
+    master = if (nzchar(info$master)) info$master else NA_character_
   )
 }
 
@@ -339,13 +455,14 @@ link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 #' @exportS3Method
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
   list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_)
+       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
+       topology = NA_character_, master = NA_character_)
 }
 
 # The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error")
+  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master")
 }
 
 #' @exportS3Method
@@ -373,17 +490,27 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   user <- if (isTRUE(e$has_username)) "***" else ""
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
-  out <- paste0("<circuit_breaker_store: redis, redis://", auth, host, ":", e$port, "/", e$db,
-                ", prefix ", x$prefix, ">")
+  where <- if (is.null(x$sentinel)) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
+  out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
   link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
-                         "   failed: ", link$sync_failures))
+                         "   failed: ", link$sync_failures),
+             paste0("  topology: ", redis_topology_text(link$topology, link$master)))
     error <- link_error(link$last_error)
     if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
   }
   out
+}
+
+# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)" or
+# "sentinel (no master found yet)".
+redis_topology_text <- function(topology, master) {
+  known <- !is.na(master) && nzchar(master)
+  switch(topology,
+         sentinel = paste0("sentinel (", if (known) paste("master", master) else "no master found yet", ")"),
+         paste0(topology, if (known) paste0(" (", master, ")")))
 }
 
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
@@ -423,7 +550,7 @@ fleet_link_news <- function(store) {
   info <- cb_fleet_store_info(spec)
   if (is.null(info)) return(invisible())
   said <- the$fleet_alone %||% (the$fleet_alone <- new.env(parent = emptyenv()))
-  key <- rlang::hash(spec[c("url", "prefix", "sync_interval", "timeout", "clock_offset")])
+  key <- rlang::hash(spec)
   was_alone <- isTRUE(said[[key]])
   if (!was_alone && isTRUE(info$alone)) {
     said[[key]] <- TRUE

@@ -391,13 +391,32 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_redis_ping
-SEXP cb_redis_ping(SEXP url, double timeout);
-RcppExport SEXP _circuitbreaker_cb_redis_ping(SEXP urlSEXP, SEXP timeoutSEXP) {
+SEXP cb_redis_ping(SEXP spec);
+RcppExport SEXP _circuitbreaker_cb_redis_ping(SEXP specSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
-    Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_redis_ping(url, timeout));
+    Rcpp::traits::input_parameter< SEXP >::type spec(specSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_ping(spec));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_redis_parse_sentinels
+SEXP cb_redis_parse_sentinels(SEXP x);
+RcppExport SEXP _circuitbreaker_cb_redis_parse_sentinels(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_parse_sentinels(x));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_redis_valid_master_name
+bool cb_redis_valid_master_name(std::string x);
+RcppExport SEXP _circuitbreaker_cb_redis_valid_master_name(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< std::string >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_valid_master_name(x));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -517,7 +536,9 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
-    {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 2},
+    {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 1},
+    {"_circuitbreaker_cb_redis_parse_sentinels", (DL_FUNC) &_circuitbreaker_cb_redis_parse_sentinels, 1},
+    {"_circuitbreaker_cb_redis_valid_master_name", (DL_FUNC) &_circuitbreaker_cb_redis_valid_master_name, 1},
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
     {"_circuitbreaker_cb_fleet_store_info", (DL_FUNC) &_circuitbreaker_cb_fleet_store_info, 1},
     {"_circuitbreaker_cb_fleet_breaker_keys", (DL_FUNC) &_circuitbreaker_cb_fleet_breaker_keys, 2},

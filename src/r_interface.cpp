@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config_from_r.h"
 
@@ -234,6 +235,41 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
       circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
   fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
   fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  // Through Sentinel: the addresses (checked by R's breaker_store_redis(),
+  // checked again here), the master's name and the sentinels' credentials.
+  SEXP sentinels =
+      l.containsElementNamed("sentinels") ? SEXP(l["sentinels"]) : R_NilValue;
+  if (TYPEOF(sentinels) == STRSXP && Rf_xlength(sentinels) > 0) {
+    std::vector<circuitbreaker::RedisNodeAddress> addresses;
+    for (R_xlen_t i = 0; i < Rf_xlength(sentinels); ++i) {
+      circuitbreaker::RedisNodeAddress a;
+      if (STRING_ELT(sentinels, i) == NA_STRING ||
+          circuitbreaker::parse_sentinel_address(CHAR(STRING_ELT(sentinels, i)), a)) {
+        abort_invalid_object("Redis store sentinel address");
+      }
+      addresses.push_back(a);
+    }
+    const std::string master = Rcpp::as<std::string>(l["master"]);
+    if (!circuitbreaker::valid_master_name(master)) {
+      abort_invalid_object("Redis store master name");
+    }
+    auto s =
+        std::make_shared<circuitbreaker::RedisSentinels>(std::move(addresses), master);
+    SEXP password = l.containsElementNamed("sentinel_password")
+                        ? SEXP(l["sentinel_password"])
+                        : R_NilValue;
+    if (TYPEOF(password) == STRSXP && Rf_xlength(password) == 1 &&
+        STRING_ELT(password, 0) != NA_STRING) {
+      SEXP user = l.containsElementNamed("sentinel_username")
+                      ? SEXP(l["sentinel_username"])
+                      : R_NilValue;
+      const bool named = TYPEOF(user) == STRSXP && Rf_xlength(user) == 1 &&
+                         STRING_ELT(user, 0) != NA_STRING;
+      s->set_credentials(named ? CHAR(STRING_ELT(user, 0)) : "",
+                         CHAR(STRING_ELT(password, 0)));
+    }
+    fs.endpoint.sentinels = std::move(s);
+  }
   return fs;
 }
 #endif

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "circuitbreaker/redis/sentinel.hpp"
 #include "circuitbreaker/redis/url.hpp"
 #include "r_interface.h"
 
@@ -70,32 +71,69 @@ SEXP cb_redis_parse_url(SEXP url) {
                             Rcpp::Named("has_password") = e.has_password);
 }
 
-// Connects, authenticates, selects the database and sends PING, each round
-// trip bounded by `timeout` seconds (the store's own connection class). Returns list(ok,
-// message): the PING reply, or what failed.
+// Connects (through the sentinels, when the store has some), authenticates,
+// selects the database and sends PING, each round trip bounded by the
+// store's timeout (the store's own connection class). `spec` is the list
+// that R's redis_store_spec() makes. Returns list(ok, message): the PING
+// reply, or what failed.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_redis_ping(SEXP url, double timeout) {
-  const circuitbreaker::RedisEndpoint e = endpoint_from(url);
+SEXP cb_redis_ping(SEXP spec) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   circuitbreaker::RedisConnection c;
-  const circuitbreaker::Nanos t = circuitbreaker::seconds_to_nanos(timeout);
   std::string message;
-  bool ok = c.connect(e, t);
+  bool ok = c.connect(fs.endpoint, fs.timeout);
   if (ok) {
     circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
     ok = r && r->type != REDIS_REPLY_ERROR;
     message = r ? circuitbreaker::redact_password(
-                      circuitbreaker::RedisConnection::reply_text(r.r), e)
+                      circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
                 : c.error();
   } else {
     message = c.error();
   }
   return Rcpp::List::create(Rcpp::Named("ok") = ok, Rcpp::Named("message") = message);
 #else
-  (void)e;
-  (void)timeout;
+  (void)spec;
   cbr::abort_by("abort_redis_unavailable", R_NilValue);
 #endif
+}
+
+// The sentinels' addresses as the core reads them ("host:port" each, an
+// IPv6 host in brackets), or a classed error naming `sentinel` and what
+// each must be.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_redis_parse_sentinels(SEXP x) {
+  const R_xlen_t n = TYPEOF(x) == STRSXP ? Rf_xlength(x) : 0;
+  constexpr const char* kMust =
+      "a character vector of sentinel addresses such as \"127.0.0.1:26379\"";
+  if (n == 0) cbr::abort_argument("sentinel", kMust, x);
+  SEXP out = PROTECT(Rf_allocVector(STRSXP, n));
+  for (R_xlen_t i = 0; i < n; ++i) {
+    circuitbreaker::RedisNodeAddress a;
+    const char* must =
+        STRING_ELT(x, i) == NA_STRING
+            ? kMust
+            : circuitbreaker::parse_sentinel_address(CHAR(STRING_ELT(x, i)), a);
+    if (must) {
+      // Shown masked: a sentinel given as a URL may hold a password.
+      SEXP text = PROTECT(
+          STRING_ELT(x, i) == NA_STRING
+              ? Rf_ScalarString(NA_STRING)
+              : Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(x, i)))
+                                .c_str()));
+      cbr::abort_argument("sentinel", (std::string("each ") + must).c_str(), text);
+    }
+    SET_STRING_ELT(out, i, Rf_mkChar(a.text().c_str()));
+  }
+  UNPROTECT(1);
+  return out;
+}
+
+// Whether `x` is a master name that sentinels may be asked about.
+// [[Rcpp::export(rng = false)]]
+bool cb_redis_valid_master_name(std::string x) {
+  return circuitbreaker::valid_master_name(x);
 }
 
 // What a fleet breaker's link says: mode ("fleet" while the last round trip
@@ -119,6 +157,8 @@ SEXP cb_fleet_info(SEXP ptr) {
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
       Rcpp::Named("last_error") = st.last_error, Rcpp::Named("key") = m->key(),
+      Rcpp::Named("topology") = handle->sync().spec().endpoint.topology(),
+      Rcpp::Named("master") = handle->sync().spec().endpoint.master_address(),
       Rcpp::Named("fleet_generation") =
           ms.known ? static_cast<double>(ms.generation) : NA_REAL,
       Rcpp::Named("fleet_calls") =
@@ -146,7 +186,9 @@ SEXP cb_fleet_store_info(SEXP spec) {
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone);
+      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone,
+      Rcpp::Named("topology") = sync->spec().endpoint.topology(),
+      Rcpp::Named("master") = sync->spec().endpoint.master_address());
 #else
   (void)spec;
   return R_NilValue;

@@ -1,6 +1,8 @@
 // One connection to Redis on hiredis, every round trip bounded by the
 // store's timeout (connect included), with AUTH, SELECT and the fleet's
-// scripts loaded when new. Passwords never reach error().
+// scripts loaded when new. Where it connects: the endpoint's host, or the
+// master that the sentinels name (redis/sentinel.hpp), asked again on
+// every new connection. Passwords never reach error().
 #ifndef CIRCUITBREAKER_REDIS_CONNECTION_HPP
 #define CIRCUITBREAKER_REDIS_CONNECTION_HPP
 
@@ -23,6 +25,8 @@
 #include "../fleet/protocol.hpp"
 #include "../fleet/script.hpp"
 #include "keys.hpp"
+#include "reply_value_hiredis.hpp"
+#include "sentinel.hpp"
 #include "url.hpp"
 
 namespace circuitbreaker {
@@ -55,11 +59,20 @@ class RedisConnection {
     lease_sha_.clear();
   }
 
+  // Connects to `e` (through its sentinels, when it has some), all within
+  // `timeout`; false, with error() saying why, otherwise.
   bool connect(const RedisEndpoint& e, Nanos timeout) {
     close();
     endpoint_ = e;
+    if (e.sentinels) return connect_to_master(*e.sentinels, timeout);
+    return connect_to(e.host, e.port, timeout);
+  }
+
+  // A plain connection to host:port with the endpoint's AUTH and SELECT.
+  bool connect_to(const std::string& host, int port, Nanos timeout) {
+    const RedisEndpoint& e = endpoint_;
     const timeval tv = to_timeval(timeout);
-    ctx_ = redisConnectWithTimeout(e.host.c_str(), e.port, tv);
+    ctx_ = redisConnectWithTimeout(host.c_str(), port, tv);
     if (ctx_ == nullptr || ctx_->err) {
       error_ = ctx_ ? ctx_->errstr : "cannot allocate a Redis context";
       close();
@@ -126,6 +139,11 @@ class RedisConnection {
     if (r == nullptr) {
       error_ = ctx_->errstr[0] ? ctx_->errstr : "no reply";
       close();
+    } else if (endpoint_.sentinels && r->type == REDIS_REPLY_ERROR &&
+               is_readonly_error(std::string_view(r->str, r->len))) {
+      // The master was demoted: the next round trip asks the sentinels.
+      error_ = reply_text(r);
+      close();
     }
     return ReplyPtr(r);
   }
@@ -170,6 +188,64 @@ class RedisConnection {
   }
 
  private:
+  // The master that the sentinels name (redis/sentinel.hpp: the order, the
+  // checks), connected and saying ROLE master, within `timeout` in all.
+  bool connect_to_master(RedisSentinels& s, Nanos timeout) {
+    const Nanos deadline = SteadyClock::now() + timeout;
+    std::string why = "no sentinel answered in time";
+    for (const std::size_t i : sentinel_order(s.addresses().size(), s.preferred())) {
+      const RedisNodeAddress& at = s.addresses()[i];
+      Nanos left = deadline - SteadyClock::now();
+      if (left <= 0) break;
+      RedisNodeAddress master;
+      const std::string bad = ask_sentinel(s, at, left, master);
+      if (!bad.empty()) {
+        why = "sentinel " + at.text() + ": " + bad;
+        continue;
+      }
+      left = deadline - SteadyClock::now();
+      if (left <= 0) break;
+      if (!connect_to(master.host, master.port, left)) {
+        why = "master " + master.text() + " (named by sentinel " + at.text() +
+              "): " + error_;
+        continue;
+      }
+      RedisValue role;
+      ReplyPtr r = command({"ROLE"});
+      if (!r || !reply_value_from_hiredis(r.r, role) || !role_is_master(role)) {
+        why = "the node " + master.text() + " that sentinel " + at.text() +
+              " names is not a master (yet)";
+        close();
+        continue;
+      }
+      s.found_master(master, i);
+      redisSetTimeout(ctx_, to_timeval(timeout));
+      return true;
+    }
+    error_ = "Sentinel: no master \"" + s.master() + "\" found: " + why;
+    return false;
+  }
+
+  // One SENTINEL get-master-addr-by-name on a connection of its own, within
+  // `timeout`. Returns "" and fills `out`, or why not.
+  static std::string ask_sentinel(const RedisSentinels& s, const RedisNodeAddress& at,
+                                  Nanos timeout, RedisNodeAddress& out) {
+    RedisEndpoint e;
+    e.host = at.host;
+    e.port = at.port;
+    e.username = s.username();
+    e.password = s.password();
+    e.has_password = s.has_password();
+    RedisConnection c;
+    if (!c.connect(e, timeout)) return c.error();
+    ReplyPtr r = c.command({"SENTINEL", "get-master-addr-by-name", s.master()});
+    RedisValue v;
+    if (!r) return c.error();
+    if (!reply_value_from_hiredis(r.r, v)) return "an answer that is not a reply";
+    const char* bad = read_master_address(v, out);
+    return bad ? bad : "";
+  }
+
   static timeval to_timeval(Nanos t) noexcept {
     if (t < kNanosPerMs) t = kNanosPerMs;
     timeval tv;

@@ -26,7 +26,8 @@ struct FleetSpec {
     return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
            std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
            endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
-           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset);
+           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset) +
+           (endpoint.sentinels ? '\n' + endpoint.sentinels->identity() : std::string());
   }
   std::string channel() const;
 };

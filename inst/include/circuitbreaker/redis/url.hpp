@@ -11,10 +11,12 @@
 #define CIRCUITBREAKER_REDIS_URL_HPP
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "../percent.hpp"
+#include "sentinel.hpp"
 
 namespace circuitbreaker {
 
@@ -25,6 +27,19 @@ struct RedisEndpoint {
   std::string password;  // empty: no AUTH
   bool has_password = false;
   int db = 0;
+  // Set when the master is found through Sentinel (redis/sentinel.hpp):
+  // host and port are then unused, and the credentials and db above are
+  // the master's.
+  std::shared_ptr<RedisSentinels> sentinels;
+
+  // "single" or "sentinel": the topology that $metrics() and print() show.
+  const char* topology() const noexcept { return sentinels ? "sentinel" : "single"; }
+  // The master's address as last known ("host:port"; "" before Sentinel
+  // named one).
+  std::string master_address() const {
+    if (sentinels) return sentinels->current_master();
+    return RedisNodeAddress{host, port}.text();
+  }
 };
 
 namespace redis_url_detail {
@@ -162,12 +177,15 @@ inline std::string mask_url_credentials(std::string_view url) {
 // a message must never carry one whatever the server says. (User names are
 // not secrets there, and a short one would garble words of the message:
 // "Connection ref***sed".)
+// The sentinels' password, when there is one, is removed as well.
 inline std::string redact_password(std::string text, const RedisEndpoint& e) {
-  const std::string& secret = e.password;
-  if (secret.empty()) return text;
-  for (std::size_t pos = text.find(secret); pos != std::string::npos;
-       pos = text.find(secret, pos + 3)) {
-    text.replace(pos, secret.size(), "***");
+  for (const std::string* secret :
+       {&e.password, e.sentinels ? &e.sentinels->password() : nullptr}) {
+    if (secret == nullptr || secret->empty()) continue;
+    for (std::size_t pos = text.find(*secret); pos != std::string::npos;
+         pos = text.find(*secret, pos + 3)) {
+      text.replace(pos, secret->size(), "***");
+    }
   }
   return text;
 }
