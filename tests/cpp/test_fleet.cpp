@@ -372,3 +372,42 @@ TEST_CASE("no report is built between a probe's outcome and its queueing",
             early);
   CHECK(old.breaker().snapshot(2 * kSec + 4).state == cb::State::HalfOpen);
 }
+
+// Issue 20 (the [any-breaker] fleet flake, the race seen there): the probe's
+// LEASE moved the fleet to HALF_OPEN in generation 3, Redis then ran the sync
+// thread's SYNC (built in the local half-open period), and its reply was
+// applied before the caller's thread had the lease's reply: against the
+// generation known then (2), generation 3 looked like a new half-open period,
+// adopt() started it again, and the probe leased in it was late: its success
+// did not close the copy. A reply that arrives while a lease is out is not
+// adopted.
+TEST_CASE("a sync reply that overtakes a probe's lease does not make the probe late",
+          "[fleet][regression]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  m.apply(reply_of({"ok", "2", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission probe = m.confirm_probe(
+      a, 2 * kSec, kSec / 10, [&m](const std::string&, std::int64_t) {
+        // The sync thread, meanwhile: its report says HALF_OPEN, and the
+        // fleet answers half-open in the lease's generation.
+        const cb::FleetReport r = m.build(2 * kSec + 1);
+        CHECK(r.state == cb::State::HalfOpen);
+        m.apply(reply_of({"ok", "3", "2", "0", "0", "1", "0", "1", "1", ""}), 2 * kSec + 1,
+                r);
+        return std::optional<std::vector<std::string>>({"probe", "3", "0"});
+      });
+  REQUIRE(probe.permitted);
+  CHECK(m.status().generation == 3);
+  CHECK(m.breaker().record(probe.permit, cb::Outcome::Success, 2 * kSec + 2));
+  CHECK(m.breaker().snapshot(2 * kSec + 3).state == cb::State::Closed);
+  // The fleet's next answer in the same half-open period is no new one.
+  CHECK(m.probe_settled(probe.permit, false, 2 * kSec + 3));
+  const cb::FleetReport r = m.build(2 * kSec + 4);
+  m.apply(reply_of({"ok", "4", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 5, r);
+  CHECK(m.breaker().snapshot(2 * kSec + 6).state == cb::State::Closed);
+}

@@ -76,7 +76,19 @@ class FleetMember {
     const std::int64_t lease_ms =
         nanos_to_ms(probe_hold(breaker_.settings(), std::nullopt, kMinFleetProbeLease));
     const std::string token = new_token();
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      leasing_ = true;  // apply() does not judge generations meanwhile
+    }
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      leasing_ = false;
+      if (r && r->size() == 3 && (*r)[0] == "probe") {
+        known_generation_ = std::strtoull((*r)[1].c_str(), nullptr, 10);
+        known_ = true;
+      }
+    }
     if (!r) {
       // Redis cannot be reached: a probe on local rules, in the open period
       // of the generation this process last knew.
@@ -102,9 +114,6 @@ class FleetMember {
       t.lease = a.permit.lease;
       t.local = false;
       t.active = true;
-      std::lock_guard<std::mutex> g(mutex_);
-      known_generation_ = std::strtoull(v[1].c_str(), nullptr, 10);
-      known_ = true;
       return a;
     }
     // Not this call: hold further probes back for a while (a round trip per
@@ -220,6 +229,20 @@ class FleetMember {
     }
     if (reply.config_differs) {
       fleet_config_ = reply.fleet_config;
+      return;
+    }
+    // A probe lease is out (confirm_probe()), on another connection: Redis
+    // may have run it before this report, moving the fleet from OPEN to
+    // HALF_OPEN in a new generation, and this reply may carry that
+    // generation before the caller's thread has taken the lease's reply.
+    // Judged against known_generation_, that half-open period would look
+    // new: adopt() would start it again, and the probe leased in it would be
+    // late (issue 20: the [any-breaker] fleet flake). The reply is not
+    // adopted (the next sync's is), and known_generation_ stays what the
+    // lease's reply sets.
+    if (leasing_) {
+      fleet_calls_ = reply.fleet_calls;
+      fleet_failures_ = reply.fleet_failures;
       return;
     }
     const FleetView v = view_of(reply);
@@ -352,6 +375,7 @@ class FleetMember {
   std::string probes_;
   bool known_ = false;
   std::uint64_t known_generation_ = 0;
+  bool leasing_ = false;  // confirm_probe() waits for a probe lease
   std::uint64_t fleet_calls_ = 0, fleet_failures_ = 0;
   std::string fleet_config_;
 };
