@@ -350,7 +350,8 @@ TEST_CASE("no report is built between a probe's outcome and its queueing",
   CHECK(sent.state == cb::State::Closed);
   CHECK(sent.probes == "0:" + token + ":8:s:-1;");  // the close goes with its cause
   // The fleet closes on it (generation 9): the copy stays closed.
-  m.apply(reply_of({"ok", "9", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 3, sent);
+  m.apply(reply_of({"ok", "9", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 3,
+          sent);
   CHECK(m.breaker().snapshot(2 * kSec + 4).state == cb::State::Closed);
 
   // Why it must be one step: adopt()'s generation fence alone does not stop
@@ -362,9 +363,12 @@ TEST_CASE("no report is built between a probe's outcome and its queueing",
   old.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1,
             old.build(1));
   const cb::Admission b = old.breaker().acquire(2 * kSec);
-  REQUIRE(old.confirm_probe(b, 2 * kSec, kSec / 10, [](const std::string&, std::int64_t) {
-                return std::optional<std::vector<std::string>>({"probe", "8", "0"});
-              }).permitted);
+  REQUIRE(old.confirm_probe(
+                 b, 2 * kSec, kSec / 10,
+                 [](const std::string&, std::int64_t) {
+                   return std::optional<std::vector<std::string>>({"probe", "8", "0"});
+                 })
+              .permitted);
   old.breaker().record(b.permit, cb::Outcome::Success, 2 * kSec + 1);
   const cb::FleetReport early = old.build(2 * kSec + 2);
   CHECK(early.probes.empty());
@@ -391,14 +395,14 @@ TEST_CASE("a sync reply that overtakes a probe's lease does not make the probe l
   m.apply(reply_of({"ok", "2", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
   const cb::Admission a = m.breaker().acquire(2 * kSec);
   REQUIRE(a.permit.kind == cb::PermitKind::Probe);
-  const cb::Admission probe = m.confirm_probe(
-      a, 2 * kSec, kSec / 10, [&m](const std::string&, std::int64_t) {
+  const cb::Admission probe =
+      m.confirm_probe(a, 2 * kSec, kSec / 10, [&m](const std::string&, std::int64_t) {
         // The sync thread, meanwhile: its report says HALF_OPEN, and the
         // fleet answers half-open in the lease's generation.
         const cb::FleetReport r = m.build(2 * kSec + 1);
         CHECK(r.state == cb::State::HalfOpen);
-        m.apply(reply_of({"ok", "3", "2", "0", "0", "1", "0", "1", "1", ""}), 2 * kSec + 1,
-                r);
+        m.apply(reply_of({"ok", "3", "2", "0", "0", "1", "0", "1", "1", ""}),
+                2 * kSec + 1, r);
         return std::optional<std::vector<std::string>>({"probe", "3", "0"});
       });
   REQUIRE(probe.permitted);

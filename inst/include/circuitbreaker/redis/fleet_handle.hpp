@@ -96,9 +96,7 @@ class FleetHandle final : public AnyBreaker {
   }
   // The configuration is the fleet's identity (fleet/protocol.hpp).
   bool reconfigure(const Settings&, Nanos) override { return false; }
-  Snapshot snapshot(Nanos now) const override {
-    return member_->breaker().snapshot(now);
-  }
+  Snapshot snapshot(Nanos now) const override { return member_->breaker().snapshot(now); }
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const override {
     return member_->breaker().transitions_since(after, out, max);
