@@ -4,6 +4,10 @@
 // test_fleet_script.cpp.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -299,4 +303,115 @@ TEST_CASE("a probe's own outcome is reported, even when a sync moved the copy me
   m.breaker().record(local.permit, cb::Outcome::Success, 2 * kSec + 2);
   CHECK(m.probe_settled(local.permit, false, 2 * kSec + 2, false));
   CHECK(m.build(2 * kSec + 3).probes == "L7/s/-1;");
+}
+
+// Issue 20 (the [any-breaker] fleet flake): the sync thread built a report
+// after a probe's success closed the local copy but before its outcome was
+// queued. That report said CLOSED without the probe; the fleet, still
+// half-open, answered HALF_OPEN in the generation of the local close, and
+// adopt() took it: the copy went back to half-open. settle_probe() records
+// and queues in one step: a report that holds the close holds its probe.
+TEST_CASE("no report is built between a probe's outcome and its queueing",
+          "[fleet][regression]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  m.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  std::string token;
+  const cb::Admission probe = m.confirm_probe(
+      a, 2 * kSec, kSec / 10, [&token](const std::string& t, std::int64_t) {
+        token = t;
+        return std::optional<std::vector<std::string>>({"probe", "8", "0"});
+      });
+  REQUIRE(probe.permitted);
+
+  // The sync thread builds a report right after the local close (it waits,
+  // bounded, for the member: with the fix it cannot get in before the
+  // outcome is queued).
+  std::future<cb::FleetReport> report;
+  bool to_send = false;
+  const bool recorded = m.settle_probe(
+      probe.permit, false, 2 * kSec + 1, false,
+      [&]() {
+        const bool r =
+            m.breaker().record(probe.permit, cb::Outcome::Success, 2 * kSec + 1);
+        report = std::async(std::launch::async, [&m]() { return m.build(2 * kSec + 2); });
+        (void)report.wait_for(std::chrono::milliseconds(200));
+        return r;
+      },
+      &to_send);
+  CHECK(recorded);
+  CHECK(to_send);
+  const cb::FleetReport sent = report.get();
+  CHECK(sent.state == cb::State::Closed);
+  CHECK(sent.probes == "0:" + token + ":8:s:-1;");  // the close goes with its cause
+  // The fleet closes on it (generation 9): the copy stays closed.
+  m.apply(reply_of({"ok", "9", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 3,
+          sent);
+  CHECK(m.breaker().snapshot(2 * kSec + 4).state == cb::State::Closed);
+
+  // Why it must be one step: adopt()'s generation fence alone does not stop
+  // it. A report that says CLOSED without the probe (what the sync thread
+  // built in between, before), and the fleet's half-open answer to it, pass
+  // the fence and undo the local close.
+  cb::FleetMember old("api", "{p:api}", c, 0, "proc");
+  fail(old.breaker(), 1, 1);
+  old.apply(reply_of({"ok", "7", "1", "0", "1000", "1", "1", "1", "1", ""}), 1,
+            old.build(1));
+  const cb::Admission b = old.breaker().acquire(2 * kSec);
+  REQUIRE(old.confirm_probe(
+                 b, 2 * kSec, kSec / 10,
+                 [](const std::string&, std::int64_t) {
+                   return std::optional<std::vector<std::string>>({"probe", "8", "0"});
+                 })
+              .permitted);
+  old.breaker().record(b.permit, cb::Outcome::Success, 2 * kSec + 1);
+  const cb::FleetReport early = old.build(2 * kSec + 2);
+  CHECK(early.probes.empty());
+  old.apply(reply_of({"ok", "8", "2", "0", "0", "1", "0", "1", "1", ""}), 2 * kSec + 3,
+            early);
+  CHECK(old.breaker().snapshot(2 * kSec + 4).state == cb::State::HalfOpen);
+}
+
+// Issue 20 (the [any-breaker] fleet flake, the race seen there): the probe's
+// LEASE moved the fleet to HALF_OPEN in generation 3, Redis then ran the sync
+// thread's SYNC (built in the local half-open period), and its reply was
+// applied before the caller's thread had the lease's reply: against the
+// generation known then (2), generation 3 looked like a new half-open period,
+// adopt() started it again, and the probe leased in it was late: its success
+// did not close the copy. A reply that arrives while a lease is out is not
+// adopted.
+TEST_CASE("a sync reply that overtakes a probe's lease does not make the probe late",
+          "[fleet][regression]") {
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 1;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  fail(m.breaker(), 1, 1);
+  m.apply(reply_of({"ok", "2", "1", "0", "1000", "1", "1", "1", "1", ""}), 1, m.build(1));
+  const cb::Admission a = m.breaker().acquire(2 * kSec);
+  REQUIRE(a.permit.kind == cb::PermitKind::Probe);
+  const cb::Admission probe =
+      m.confirm_probe(a, 2 * kSec, kSec / 10, [&m](const std::string&, std::int64_t) {
+        // The sync thread, meanwhile: its report says HALF_OPEN, and the
+        // fleet answers half-open in the lease's generation.
+        const cb::FleetReport r = m.build(2 * kSec + 1);
+        CHECK(r.state == cb::State::HalfOpen);
+        m.apply(reply_of({"ok", "3", "2", "0", "0", "1", "0", "1", "1", ""}),
+                2 * kSec + 1, r);
+        return std::optional<std::vector<std::string>>({"probe", "3", "0"});
+      });
+  REQUIRE(probe.permitted);
+  CHECK(m.status().generation == 3);
+  CHECK(m.breaker().record(probe.permit, cb::Outcome::Success, 2 * kSec + 2));
+  CHECK(m.breaker().snapshot(2 * kSec + 3).state == cb::State::Closed);
+  // The fleet's next answer in the same half-open period is no new one.
+  CHECK(m.probe_settled(probe.permit, false, 2 * kSec + 3));
+  const cb::FleetReport r = m.build(2 * kSec + 4);
+  m.apply(reply_of({"ok", "4", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 5, r);
+  CHECK(m.breaker().snapshot(2 * kSec + 6).state == cb::State::Closed);
 }

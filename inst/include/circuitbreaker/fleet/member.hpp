@@ -76,7 +76,19 @@ class FleetMember {
     const std::int64_t lease_ms =
         nanos_to_ms(probe_hold(breaker_.settings(), std::nullopt, kMinFleetProbeLease));
     const std::string token = new_token();
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      leasing_ = true;  // apply() does not judge generations meanwhile
+    }
     const std::optional<std::vector<std::string>> r = lease(token, lease_ms);
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      leasing_ = false;
+      if (r && r->size() == 3 && (*r)[0] == "probe") {
+        known_generation_ = std::strtoull((*r)[1].c_str(), nullptr, 10);
+        known_ = true;
+      }
+    }
     if (!r) {
       // Redis cannot be reached: a probe on local rules, in the open period
       // of the generation this process last knew.
@@ -102,9 +114,6 @@ class FleetMember {
       t.lease = a.permit.lease;
       t.local = false;
       t.active = true;
-      std::lock_guard<std::mutex> g(mutex_);
-      known_generation_ = std::strtoull(v[1].c_str(), nullptr, 10);
-      known_ = true;
       return a;
     }
     // Not this call: hold further probes back for a while (a round trip per
@@ -132,31 +141,28 @@ class FleetMember {
   // said OPEN), and then a success would read as a failure. Returns whether
   // there is something to send (the caller wakes the sync thread).
   bool probe_settled(const Permit& p, bool released, Nanos now, bool failed = false) {
-    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
-    ProbeToken& t = tokens_[p.slot];
-    if (!t.active || t.lease != p.lease) return false;
-    t.active = false;
-    const Settings& s = breaker_.settings();
-    const bool too_slow =
-        s.slow_rule && s.slow_tracking && now - p.started_at > s.slow_call_duration;
-    char outcome = 's';
-    std::int64_t open_ms = -1;
-    if (released) {
-      outcome = 'i';
-    } else if (failed || too_slow) {
-      outcome = 'f';
-      const Snapshot snap = breaker_.snapshot(now);
-      if (snap.state == State::Open) open_ms = nanos_to_ms(snap.open_duration);
-    }
     std::lock_guard<std::mutex> g(mutex_);
-    if (t.local) {
-      if (released) return false;  // a local probe holds no lease to free
-      probes_ += 'L' + t.generation + '/' + outcome + '/' + std::to_string(open_ms) + ';';
-      return true;
-    }
-    probes_ += t.fleet_slot + ':' + t.token + ':' + t.generation + ':' + outcome + ':' +
-               std::to_string(open_ms) + ';';
-    return true;
+    return queue_probe_outcome(p, released, now, failed);
+  }
+
+  // Records a probe's outcome on the local copy (`record_locally()`, whose
+  // result is returned) and queues it for the fleet (probe_settled(), whose
+  // answer goes to `*to_send`) as one step under mutex_, so that the sync
+  // thread builds no report in between. Such a report would carry the state
+  // after the probe (closed, say) without the probe's outcome, in the
+  // generation the probe's own transition started: the fleet, still
+  // half-open as it has not heard of the probe, answers half-open, adopt()'s
+  // generation fence lets that answer through, and the local copy goes back
+  // to half-open until the next sync (issue 20: the [any-breaker] fleet
+  // flake; test_fleet.cpp's "no report is built between a probe's outcome
+  // and its queueing").
+  template <typename Record>
+  auto settle_probe(const Permit& p, bool released, Nanos now, bool failed,
+                    Record&& record_locally, bool* to_send) {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto result = record_locally();
+    *to_send = queue_probe_outcome(p, released, now, failed);
+    return result;
   }
 
   // Manual control for the whole fleet (the local copy has moved already).
@@ -225,6 +231,20 @@ class FleetMember {
       fleet_config_ = reply.fleet_config;
       return;
     }
+    // A probe lease is out (confirm_probe()), on another connection: Redis
+    // may have run it before this report, moving the fleet from OPEN to
+    // HALF_OPEN in a new generation, and this reply may carry that
+    // generation before the caller's thread has taken the lease's reply.
+    // Judged against known_generation_, that half-open period would look
+    // new: adopt() would start it again, and the probe leased in it would be
+    // late (issue 20: the [any-breaker] fleet flake). The reply is not
+    // adopted (the next sync's is), and known_generation_ stays what the
+    // lease's reply sets.
+    if (leasing_) {
+      fleet_calls_ = reply.fleet_calls;
+      fleet_failures_ = reply.fleet_failures;
+      return;
+    }
     const FleetView v = view_of(reply);
     std::uint64_t seq = 0;
     if (breaker_.adopt(v, sent.built_generation, sent.built_failures, now, &seq)) {
@@ -277,6 +297,34 @@ class FleetMember {
 
   std::string new_token() { return random_hex(token_rng_, 32); }
 
+  // probe_settled()'s work, under mutex_ (held by the caller).
+  bool queue_probe_outcome(const Permit& p, bool released, Nanos now, bool failed) {
+    if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;
+    ProbeToken& t = tokens_[p.slot];
+    if (!t.active || t.lease != p.lease) return false;
+    t.active = false;
+    const Settings& s = breaker_.settings();
+    const bool too_slow =
+        s.slow_rule && s.slow_tracking && now - p.started_at > s.slow_call_duration;
+    char outcome = 's';
+    std::int64_t open_ms = -1;
+    if (released) {
+      outcome = 'i';
+    } else if (failed || too_slow) {
+      outcome = 'f';
+      const Snapshot snap = breaker_.snapshot(now);
+      if (snap.state == State::Open) open_ms = nanos_to_ms(snap.open_duration);
+    }
+    if (t.local) {
+      if (released) return false;  // a local probe holds no lease to free
+      probes_ += 'L' + t.generation + '/' + outcome + '/' + std::to_string(open_ms) + ';';
+      return true;
+    }
+    probes_ += t.fleet_slot + ':' + t.token + ':' + t.generation + ':' + outcome + ':' +
+               std::to_string(open_ms) + ';';
+    return true;
+  }
+
   // A reply as the core takes it (under mutex_: "new" is against the
   // generation this process knew).
   FleetView view_of(const FleetReply& r) const noexcept {
@@ -327,6 +375,7 @@ class FleetMember {
   std::string probes_;
   bool known_ = false;
   std::uint64_t known_generation_ = 0;
+  bool leasing_ = false;  // confirm_probe() waits for a probe lease
   std::uint64_t fleet_calls_ = 0, fleet_failures_ = 0;
   std::string fleet_config_;
 };

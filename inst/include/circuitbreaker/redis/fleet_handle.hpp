@@ -60,13 +60,21 @@ class FleetHandle final : public AnyBreaker {
   }
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
     const std::uint64_t before = local().generation();
-    const bool recorded = local().record(p, o, now, open_for);
-    if (local().generation() != before) {
+    const auto record_locally = [&]() { return local().record(p, o, now, open_for); };
+    bool recorded = false, to_send = false;
+    if (p.kind == PermitKind::Probe) {
+      // A probe's outcome reaches the local copy and the fleet's queue in
+      // one step (FleetMember::settle_probe() says why).
+      recorded = member_->settle_probe(p, o == Outcome::Ignored, now,
+                                       o == Outcome::Failure, record_locally, &to_send);
+    } else {
+      recorded = record_locally();
+    }
+    if (local().generation() != before || to_send) {
       sync_->wake();
     } else if (o == Outcome::Failure) {
       sync_->nudge();
     }
-    settled(p, o == Outcome::Ignored, now, o == Outcome::Failure);
     return recorded;
   }
   void release(const Permit& p, Nanos now) override {
@@ -88,9 +96,7 @@ class FleetHandle final : public AnyBreaker {
   }
   // The configuration is the fleet's identity (fleet/protocol.hpp).
   bool reconfigure(const Settings&, Nanos) override { return false; }
-  Snapshot snapshot(Nanos now) const override {
-    return member_->breaker().snapshot(now);
-  }
+  Snapshot snapshot(Nanos now) const override { return member_->breaker().snapshot(now); }
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const override {
     return member_->breaker().transitions_since(after, out, max);
