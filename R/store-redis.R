@@ -317,6 +317,12 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
 # The Sentinel arguments, checked: list(sentinel = the addresses as the
 # core reads them, or NULL for a single server; master).
 redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
+  # A bad master name is a mistake whether or not sentinels are given.
+  if (!rlang::is_string(master) || !cb_redis_valid_master_name(master)) {
+    abort_bad_argument("master",
+                       "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
+                       master, call = call)
+  }
   if (is.null(sentinel)) {
     if (!is.null(sentinel_password)) {
       # Not abort_bad_argument(): its value, a password, is never shown.
@@ -342,11 +348,6 @@ redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
                          cnd$value, call = call)
     }
   )
-  if (!rlang::is_string(master) || !cb_redis_valid_master_name(master)) {
-    abort_bad_argument("master",
-                       "the name the sentinels monitor the master under: 1 to 200 letters, digits, `_`, `-` and `.`",
-                       master, call = call)
-  }
   if (!is.null(sentinel_password) && (!rlang::is_string(sentinel_password) || !nzchar(sentinel_password))) {
     # describe_value() shows a string only when it is a single one, which
     # here is the empty string: never a password.

@@ -133,11 +133,16 @@ bad_input_specs <- list(
                                 valid = list(store = nothing)),
   # The default URL is a valid value; no server is contacted by the store.
   breaker_store_redis = list(group = "redis_store", args = list, call_valid = TRUE,
-                             valid = list(url = nothing,
+                             valid = list(url = null_or(nothing),
                                           prefix = function(x) {
                                             is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x) && nchar(x) <= 100
                                           },
-                                          sync_interval = between(0.01, 60), timeout = between(0.001, 60))),
+                                          sync_interval = between(0.01, 60), timeout = between(0.001, 60),
+                                          # Addresses: every bad value lacks a port.
+                                          sentinel = null_or(nothing),
+                                          master = function(x) is_string(x) && grepl("^[A-Za-z0-9_.-]{1,200}$", x),
+                                          # Only with sentinels, which the defaults have none of.
+                                          sentinel_password = is.null)),
   breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
                                   valid = list(store = nothing)),
   breaker_dashboard_ui = list(group = "plumber_shiny", args = function() list(id = "d"), valid = list(id = is_string)),
