@@ -27,6 +27,7 @@
 
 #include "../any_breaker.hpp"
 #include "../fleet/member.hpp"
+#include "keys.hpp"
 #include "sync.hpp"
 
 namespace circuitbreaker {
@@ -56,7 +57,9 @@ class FleetHandle final : public AnyBreaker {
         a, now, sync.spec().sync_interval,
         [&sync, &member](const std::string& token, std::int64_t lease_ms) {
           std::optional<std::vector<std::string>> r =
-              sync.lease(member.key(), token, lease_ms);
+              sync.lease(fleet_lease_keys(member.key(),
+                                          member.breaker().settings().half_open_max_calls),
+                         token, lease_ms);
           // No fleet state (Redis restarted empty): the next sync rebuilds
           // it from this breaker's report, though it has no news.
           if (r && !r->empty() && (*r)[0] == "absent") {

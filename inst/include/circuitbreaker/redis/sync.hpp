@@ -163,7 +163,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     sync_on_caller(m);
   }
 
-  // A fleet-wide probe lease for `key` (fleet/script.hpp, LEASE), within
+  // A fleet-wide probe lease for the breaker whose LEASE keys are `keys`
+  // (fleet/script.hpp, LEASE; redis/keys.hpp's fleet_lease_keys()), within
   // `timeout` in all (the wait for the caller's connection included), on the
   // caller's connection, tried again once on a new one (fleet_lease()).
   // Returns the script's reply; {"busy"} when another call
@@ -172,7 +173,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // many); nullopt when Redis cannot be reached, and at once while the link
   // is down: then the link is marked down (mode "local") and the probe goes
   // out on local rules.
-  std::optional<std::vector<std::string>> lease(const std::string& key,
+  std::optional<std::vector<std::string>> lease(const std::vector<std::string>& keys,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
     if (!linked()) return std::nullopt;
@@ -180,7 +181,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!lock_until(caller_mutex_, deadline)) return std::vector<std::string>{"busy"};
     std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
     std::optional<std::vector<std::string>> out =
-        fleet_lease(caller_, spec_, key, token, lease_ms, deadline);
+        fleet_lease(caller_, spec_, keys, token, lease_ms, deadline);
     if (!out) return lost(caller_.error());
     // No fleet state (Redis restarted empty): the sync thread rebuilds it.
     if (!out->empty() && (*out)[0] == "absent") wake();
