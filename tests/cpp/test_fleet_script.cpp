@@ -263,8 +263,8 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   r.consecutive_failures = 1;
   REQUIRE(fleet.send(r).state == cb::State::Open);
   auto lease = [&conn](const std::string& token) {
-    cb::RedisConnection::ReplyPtr x =
-        conn.eval(true, cb::fleet_lease_keys("{t:lease}", 2), {token, "10000", "{t}:events"});
+    cb::RedisConnection::ReplyPtr x = conn.eval(
+        true, cb::fleet_lease_keys("{t:lease}", 2), {token, "10000", "{t}:events"});
     REQUIRE(x);
     REQUIRE(x->type == REDIS_REPLY_ARRAY);
     return cb::RedisConnection::reply_text(x->element[0]);
@@ -307,8 +307,8 @@ TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-scr
   cb::RedisConnection::ReplyPtr good = conn.eval(false, keys, args);
   REQUIRE(good);
   CHECK(good->type == REDIS_REPLY_ARRAY);
-  cb::RedisConnection::ReplyPtr lease = conn.eval(true, {"{t:keys}", "{t:keys}:p:1"},
-                                                  {"aa", "10000", "{t}:events"});
+  cb::RedisConnection::ReplyPtr lease =
+      conn.eval(true, {"{t:keys}", "{t:keys}:p:1"}, {"aa", "10000", "{t}:events"});
   REQUIRE(lease);
   CHECK(lease->type == REDIS_REPLY_ERROR);
 }

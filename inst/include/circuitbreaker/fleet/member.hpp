@@ -190,7 +190,9 @@ class FleetMember {
   // events channel was (re)subscribed, and what was published meanwhile is
   // lost). take_wanted() clears the request as the sync takes it.
   void want() noexcept { wanted_.store(true, std::memory_order_relaxed); }
-  bool take_wanted() noexcept { return wanted_.exchange(false, std::memory_order_relaxed); }
+  bool take_wanted() noexcept {
+    return wanted_.exchange(false, std::memory_order_relaxed);
+  }
 
   // This breaker's report for the next sync. A report not yet confirmed is
   // sent again with the same id and counts; its state fields are fresh.
@@ -339,7 +341,7 @@ class FleetMember {
   std::uint64_t rng_;                   // jitter factors: the sync thread
   std::uint64_t token_rng_;             // lease tokens: the caller's thread
   std::atomic<Nanos> denied_until_{0};  // no probe lease is asked for before this
-  std::atomic<bool> wanted_{false};      // read the fleet's state in the next sync
+  std::atomic<bool> wanted_{false};     // read the fleet's state in the next sync
   std::array<ProbeToken, kMaxHalfOpenCalls> tokens_{};  // the caller's thread only
 
   mutable std::mutex mutex_;

@@ -56,10 +56,10 @@ class FleetHandle final : public AnyBreaker {
     return member_->confirm_probe(
         a, now, sync.spec().sync_interval,
         [&sync, &member](const std::string& token, std::int64_t lease_ms) {
-          std::optional<std::vector<std::string>> r =
-              sync.lease(fleet_lease_keys(member.key(),
-                                          member.breaker().settings().half_open_max_calls),
-                         token, lease_ms);
+          std::optional<std::vector<std::string>> r = sync.lease(
+              fleet_lease_keys(member.key(),
+                               member.breaker().settings().half_open_max_calls),
+              token, lease_ms);
           // No fleet state (Redis restarted empty): the next sync rebuilds
           // it from this breaker's report, though it has no news.
           if (r && !r->empty() && (*r)[0] == "absent") {
@@ -99,9 +99,7 @@ class FleetHandle final : public AnyBreaker {
   }
   // The configuration is the fleet's identity (fleet/protocol.hpp).
   bool reconfigure(const Settings&, Nanos) override { return false; }
-  Snapshot snapshot(Nanos now) const override {
-    return member_->breaker().snapshot(now);
-  }
+  Snapshot snapshot(Nanos now) const override { return member_->breaker().snapshot(now); }
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const override {
     return member_->breaker().transitions_since(after, out, max);
