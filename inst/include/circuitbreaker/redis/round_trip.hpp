@@ -97,8 +97,9 @@ inline bool fleet_sync(RedisConnection& conn, const FleetSpec& spec,
 // (fleet/script.hpp, LEASE; fleet_lease_keys()) on `conn`, by `deadline`.
 // The first attempt goes out on `conn` as it is; when that fails without an
 // answer (the server closed it: that costs no wait), the connection is made
-// again and the lease asked once more, in what is left of the time. Returns the script's reply, or nullopt
-// when Redis could not be reached (conn.error() says why).
+// again and the lease asked once more, in what is left of the time. Returns
+// the script's reply, or nullopt when Redis could not be reached
+// (conn.error() says why).
 inline std::optional<std::vector<std::string>> fleet_lease(
     RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
     const std::string& token, std::int64_t lease_ms, Nanos deadline) {
