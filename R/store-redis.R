@@ -27,10 +27,11 @@ NULL
 #' transition is also published (pub/sub): every process subscribes, and
 #' reads the breaker named at once.
 #'
-#' So an idle breaker costs Redis nothing: a sync sends one breaker in turn
-#' besides the busy ones, whatever the number of breakers, which reads each
-#' one's fleet state (and keeps its keys from expiring) every
-#' `sync_interval` times the number of breakers. A process reads all of its
+#' So an idle breaker costs Redis nothing: a sync with nothing to send is a
+#' `PING` (which keeps `mode` and `sync_lag` true), and once a second a sync
+#' also reads one breaker in turn, whatever the number of breakers, so that
+#' each one's fleet state is read (and its keys kept from expiring) every
+#' so many seconds as the store has breakers. A process reads all of its
 #' breakers when it (re)subscribes, since pub/sub drops what is published
 #' while a connection is down (in syncs of at most 128 breakers).
 #'

@@ -38,9 +38,22 @@ inline bool fleet_connection_ready(RedisConnection& conn, const FleetSpec& spec)
 
 // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
 // applies the replies. False when the round trip failed (the reports stay
-// pending).
+// pending). With no members, a PING: the link is still known to be up (its
+// mode, sync_lag), at the least cost to Redis.
 inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
                             const std::vector<FleetMember*>& members, FleetLink& link) {
+  if (members.empty()) {
+    RedisConnection::ReplyPtr r = conn.command({"PING"});
+    if (!r || r->type != REDIS_REPLY_STATUS) {
+      if (r && r->type != REDIS_REPLY_ERROR) link.note_failure("unexpected reply to PING");
+      if (r && r->type == REDIS_REPLY_ERROR)
+        link.note_failure(RedisConnection::reply_text(r.r));
+      conn.close();
+      return false;
+    }
+    link.note_success(fleet_clock(spec));
+    return true;
+  }
   std::vector<std::string> keys, args;
   keys.reserve(members.size());
   args.reserve(3 + members.size() * FleetReport::kArgs);

@@ -18,13 +18,15 @@
 //   - every breaker once after each (re)subscription: pub/sub drops what is
 //     published while the subscription is down, so the thread subscribes
 //     first and then reads them all;
-//   - one more breaker in turn (the sweep): a constant per process, so that
-//     each breaker's fleet state is read (and its keys' time to live
-//     refreshed, and a lost state rebuilt) every (breakers x sync_interval)
-//     whatever happens to the channel.
-// So an idle store costs Redis one EVALSHA of one breaker per sync, however
-// many breakers it has, and a trip reaches every process within a round
-// trip of its publication, plus the sync that reads it.
+//   - one more breaker in turn, once a second (the sweep, kSweepEvery): a
+//     constant per process, so that each breaker's fleet state is read (and
+//     its keys' time to live refreshed, and a lost state rebuilt) every
+//     (breakers) seconds whatever happens to the channel.
+// A sync with none of these is a PING, which keeps the link's state (mode,
+// sync_lag) true. So an idle store costs Redis a PING per sync and one
+// EVALSHA of one breaker a second, however many breakers it has; and a trip
+// reaches every process within a round trip of its publication, plus the
+// sync that reads it.
 //
 // The caller's thread uses its own connection, for one thing only: the
 // fleet-wide lease of a half-open probe (and the first registration of a
@@ -273,6 +275,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // a full read after a resubscription is spread over syncs, so that no
   // round trip grows with the number of breakers.
   static constexpr std::size_t kMaxReadsPerSync = 128;
+  // How often the sweep reads one breaker.
+  static constexpr Nanos kSweepEvery = kNanosPerSecond;
 
   // One sync of the breakers that have something to say or to learn (the
   // header says which). Returns whether wanted reads were left for the next
@@ -290,7 +294,11 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     std::size_t reads = 0;
     bool left = false;
     const Nanos t = now();
-    const std::size_t swept = sweep_++ % live.size();
+    std::size_t swept = live.size();  // none
+    if (t - last_sweep_ >= kSweepEvery) {
+      last_sweep_ = t;
+      swept = sweep_++ % live.size();
+    }
     for (std::size_t i = 0; i < live.size(); ++i) {
       FleetMember* m = live[i].get();
       if (m->has_news(t)) {
@@ -421,6 +429,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // The sync thread's: keys that events named, and the sweep's position.
   std::unordered_set<std::string> events_;
   std::size_t sweep_ = 0;
+  Nanos last_sweep_ = 0;
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;
