@@ -45,10 +45,10 @@ inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
   if (members.empty()) {
     RedisConnection::ReplyPtr r = conn.command({"PING"});
     if (!r || r->type != REDIS_REPLY_STATUS) {
-      if (r && r->type != REDIS_REPLY_ERROR)
-        link.note_failure("unexpected reply to PING");
-      if (r && r->type == REDIS_REPLY_ERROR)
-        link.note_failure(RedisConnection::reply_text(r.r));
+      if (r) {
+        link.note_failure(r->type == REDIS_REPLY_ERROR ? RedisConnection::reply_text(r.r)
+                                                       : "unexpected reply to PING");
+      }
       conn.close();
       return false;
     }
