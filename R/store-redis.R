@@ -20,12 +20,20 @@ NULL
 #' copy of every shared breaker and admits and records on it, as a breaker of
 #' this process would. A background C++ thread (one per store and process; it
 #' never calls R) sends what happened once every `sync_interval` seconds: one
-#' `EVALSHA` for all of the process's breakers of the store. The script keeps
-#' the fleet's counts and window, decides on the fleet's totals, and answers
-#' with the fleet's state, which the local copy takes on. A transition is
-#' also published (pub/sub), so the other processes sync at once; the
-#' regular sync is the safety net, since pub/sub drops messages across a
-#' reconnect.
+#' `EVALSHA` for the process's breakers of the store that have something to
+#' report (calls, a probe's outcome, a manual command) or to learn. The
+#' script keeps the fleet's counts and window, decides on the fleet's totals,
+#' and answers with the fleet's state, which the local copy takes on. A
+#' transition is also published (pub/sub): every process subscribes, and
+#' reads the breaker named at once.
+#'
+#' So an idle breaker costs Redis nothing: a sync with nothing to send is a
+#' `PING` (which keeps `mode` and `sync_lag` true), and once a second a sync
+#' also reads one breaker in turn, whatever the number of breakers, so that
+#' each one's fleet state is read (and its keys kept from expiring) every
+#' so many seconds as the store has breakers. A process reads all of its
+#' breakers when it (re)subscribes, since pub/sub drops what is published
+#' while a connection is down (in syncs of at most 128 breakers).
 #'
 #' Only a half-open probe pays a round trip: before it goes out it takes a
 #' fleet-wide lease (`SET ... NX PX` with a token of its own, in a script),
@@ -83,7 +91,9 @@ NULL
 #' re-opens) the fleet breaker, unless the fleet has moved on meanwhile. A
 #' report retried after a timeout is applied once (reports carry ids). A
 #' Redis restarted empty is rebuilt from the processes' reports: the
-#' breaker stays open until the same time, in the same generation.
+#' breaker stays open until the same time, in the same generation (the
+#' processes reconnect, and read every breaker; keys lost without a restart,
+#' to `FLUSHALL` or eviction, are rebuilt by the next report, or in turn).
 #'
 #' A store that cannot reach Redis says so: when its first breaker is
 #' created (a typo in the URL, a firewall, a wrong password), or once its

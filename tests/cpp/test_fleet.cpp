@@ -134,6 +134,39 @@ TEST_CASE("adopt() of manual states; decline_probe() rejects a probe", "[fleet]"
   CHECK(b.acquire(8).permit.kind == cb::PermitKind::Probe);  // the slot is free again
 }
 
+TEST_CASE("a member has news only when it has something to tell the fleet", "[fleet]") {
+  // The sync sends a breaker only then (redis/sync.hpp): an idle breaker
+  // costs Redis nothing.
+  cb::Config c;
+  c.failure_threshold = 3;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  CHECK(m.has_news(1));  // never heard from the fleet: its registration is due
+  const cb::FleetReply closed =
+      reply_of({"ok", "7", "0", "0", "0", "0", "0", "0", "0", ""});
+  m.apply(closed, 1, m.build(1));
+  CHECK_FALSE(m.has_news(2));
+  fail(m.breaker(), 3, 1);  // a call
+  CHECK(m.has_news(4));
+  const cb::FleetReport sent = m.build(4);
+  CHECK(m.has_news(5));  // its report is not confirmed yet: it is sent again
+  m.apply(closed, 5, sent);
+  CHECK_FALSE(m.has_news(6));
+  m.command(cb::FleetCommand::Reset);  // a manual command
+  CHECK(m.has_news(7));
+  m.apply(closed, 8, m.build(8));
+  CHECK_FALSE(m.has_news(9));
+  fail(m.breaker(), 10, 3);  // three in a row: a local trip, and calls
+  const cb::FleetReport trip = m.build(11);
+  CHECK(trip.tripped);
+  m.apply(reply_of({"ok", "8", "1", "0", "60000", "1", "3", "3", "3", ""}), 12, trip);
+  CHECK_FALSE(m.has_news(13));
+  // Another process moved it: a read is wanted, once.
+  CHECK_FALSE(m.take_wanted());
+  m.want();
+  CHECK(m.take_wanted());
+  CHECK_FALSE(m.take_wanted());
+}
+
 TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fleet]") {
   cb::Config c;
   c.failure_threshold = 3;

@@ -26,6 +26,15 @@ namespace {
 using cbredis::RedisServer;
 using cbredis::skipped;
 
+// The SYNC script's KEYS for the breaker at `key` with rules `rules`
+// (fleet_rules(): half_open_max_calls is the ninth value).
+std::vector<std::string> script_keys(const std::string& key, const std::string& rules) {
+  std::size_t at = 0;
+  for (int i = 0; i < 8; ++i) at = rules.find(',', at) + 1;
+  const auto hm = static_cast<std::uint32_t>(std::stoul(rules.substr(at)));
+  return cb::fleet_script_keys(key, hm);
+}
+
 // One report for one call and what the script said back.
 struct Fleet {
   cb::RedisConnection& conn;
@@ -38,7 +47,7 @@ struct Fleet {
     std::vector<std::string> args{"60000", "{t}:events",
                                   std::to_string(cb::FleetReport::kArgs)};
     r.append_args(args, fingerprint, rules);
-    cb::RedisConnection::ReplyPtr reply = conn.eval(false, {key}, args);
+    cb::RedisConnection::ReplyPtr reply = conn.eval(false, script_keys(key, rules), args);
     REQUIRE(reply);
     INFO(cb::RedisConnection::reply_text(reply.r));
     REQUIRE(reply->type == REDIS_REPLY_ARRAY);
@@ -194,7 +203,8 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   std::vector<std::string> args{"60000", "{t}:events",
                                 std::to_string(cb::FleetReport::kArgs)};
   nothing.append_args(args, other.fingerprint, other.rules);
-  cb::RedisConnection::ReplyPtr reply = conn.eval(false, {other.key}, args);
+  cb::RedisConnection::ReplyPtr reply =
+      conn.eval(false, script_keys(other.key, other.rules), args);
   REQUIRE(reply);
   REQUIRE(reply->type == REDIS_REPLY_ARRAY);
   CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg");
@@ -253,8 +263,8 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   r.consecutive_failures = 1;
   REQUIRE(fleet.send(r).state == cb::State::Open);
   auto lease = [&conn](const std::string& token) {
-    cb::RedisConnection::ReplyPtr x =
-        conn.eval(true, {"{t:lease}"}, {token, "10000", "{t}:events"});
+    cb::RedisConnection::ReplyPtr x = conn.eval(
+        true, cb::fleet_lease_keys("{t:lease}", 2), {token, "10000", "{t}:events"});
     REQUIRE(x);
     REQUIRE(x->type == REDIS_REPLY_ARRAY);
     return cb::RedisConnection::reply_text(x->element[0]);
@@ -265,6 +275,42 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   CHECK(lease("bb") == "probe");
   CHECK(lease("cc") == "full");
   CHECK(lease("dd") == "full");
+}
+
+TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-script]") {
+  // Every key a script touches is in its KEYS (Redis Cluster routes by
+  // them): a call that leaves the window, the reports or a lease key out is
+  // an error, and changes nothing.
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) return skipped();
+  cb::Config c;
+  c.half_open_max_calls = 3;
+  const cb::Settings s = cb::make_settings(c);
+  const std::string rules = cb::fleet_rules(s);
+  cb::FleetReport r;
+  std::vector<std::string> args{"60000", "{t}:events",
+                                std::to_string(cb::FleetReport::kArgs)};
+  r.append_args(args, cb::config_fingerprint(c), rules);
+  std::vector<std::string> keys = script_keys("{t:keys}", rules);
+  REQUIRE(keys.size() == 6);
+  for (std::size_t drop = 0; drop < keys.size(); ++drop) {
+    std::vector<std::string> fewer = keys;
+    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(drop));
+    cb::RedisConnection::ReplyPtr bad = conn.eval(false, fewer, args);
+    REQUIRE(bad);
+    CHECK(bad->type == REDIS_REPLY_ERROR);
+  }
+  cb::RedisConnection::ReplyPtr none = conn.command({"EXISTS", "{t:keys}"});
+  REQUIRE(none);
+  CHECK(none->integer == 0);
+  cb::RedisConnection::ReplyPtr good = conn.eval(false, keys, args);
+  REQUIRE(good);
+  CHECK(good->type == REDIS_REPLY_ARRAY);
+  cb::RedisConnection::ReplyPtr lease =
+      conn.eval(true, {"{t:keys}", "{t:keys}:p:1"}, {"aa", "10000", "{t}:events"});
+  REQUIRE(lease);
+  CHECK(lease->type == REDIS_REPLY_ERROR);
 }
 
 TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each",

@@ -159,6 +159,18 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
       },
       5));
 
+  // What the loop's last operations left to report (a Reset queued in the
+  // other process, say) reaches the fleet first: else it could land after
+  // the command below, and undo it.
+  CHECK(wait_for(
+      [&] {
+        for (const Caller& c : callers) {
+          if (c.member->has_news(c.sync->now())) return false;
+        }
+        return true;
+      },
+      5));
+
   // A manual command in one process reaches the fleet and the other.
   for (int i = 0; i < kBreakers; ++i) {
     callers[2 * i].command(cb::FleetCommand::ForceOpen, sync1->now());

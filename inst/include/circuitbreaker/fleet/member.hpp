@@ -174,6 +174,32 @@ class FleetMember {
 
   // --- The sync thread -----------------------------------------------------
 
+  // Whether this breaker has something to tell the fleet (the sync thread
+  // sends a report for it in the next sync): it never heard from the fleet
+  // (a registration not yet through), a report waits to be confirmed (a
+  // retry, counted once by its id), it counted calls or rejections since its
+  // last report, a probe settled, a manual command waits, or its local copy
+  // moved on its own (a local trip). An idle breaker has nothing, and costs
+  // Redis nothing: what others do reaches it by pub/sub (wanted()).
+  bool has_news(Nanos now) const {
+    std::lock_guard<std::mutex> g(mutex_);
+    if (!known_ || pending_ || command_ != FleetCommand::None || !probes_.empty()) {
+      return true;
+    }
+    const Snapshot snap = breaker_.snapshot(now);
+    const Counters d = counters_minus(snap.totals, baseline_);
+    return d.calls || d.rejected || snap.last_transition != last_seq_;
+  }
+
+  // Asks the sync thread to read this breaker's fleet state in its next
+  // sync (another process moved it: its transition was published; or the
+  // events channel was (re)subscribed, and what was published meanwhile is
+  // lost). take_wanted() clears the request as the sync takes it.
+  void want() noexcept { wanted_.store(true, std::memory_order_relaxed); }
+  bool take_wanted() noexcept {
+    return wanted_.exchange(false, std::memory_order_relaxed);
+  }
+
   // This breaker's report for the next sync. A report not yet confirmed is
   // sent again with the same id and counts; its state fields are fresh.
   FleetReport build(Nanos now) {
@@ -363,6 +389,7 @@ class FleetMember {
   std::uint64_t rng_;                   // jitter factors: the sync thread
   std::uint64_t token_rng_;             // lease tokens: the caller's thread
   std::atomic<Nanos> denied_until_{0};  // no probe lease is asked for before this
+  std::atomic<bool> wanted_{false};     // read the fleet's state in the next sync
   std::array<ProbeToken, kMaxHalfOpenCalls> tokens_{};  // the caller's thread only
 
   mutable std::mutex mutex_;

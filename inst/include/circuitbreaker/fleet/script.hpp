@@ -14,8 +14,12 @@
 //   K:b                    hash: per process, the serial of the last report
 //                          applied (a retried report is not counted twice)
 //   K:p:<slot>             a probe lease, holding its caller's token
-// The scripts derive the last three from KEYS[i] by appending the suffix.
-// Every key expires after `ttl` milliseconds without a report.
+// Every key a script touches is declared in its KEYS (redis/keys.hpp's
+// fleet_script_keys(): K, K:w, K:b, then K:p:0 ... K:p:<half_open_max_calls
+// - 1>), and one call touches the keys of one breaker only when it is given
+// one breaker's: they share a hash tag, so a call per breaker is what Redis
+// Cluster can run. Every key expires after `ttl` milliseconds without a
+// report.
 //
 // Hash fields: g generation, s state (State's codes: 0 closed, 1 open,
 // 2 half-open, 3 forced open, 4 disabled), oa opened at (ms of Redis TIME),
@@ -32,11 +36,13 @@
 
 namespace circuitbreaker {
 
-// SYNC: one call per tick for every breaker of a process.
-// KEYS: the breakers' hash keys. ARGV[1] ttl (ms), ARGV[2] the events
-// channel, ARGV[3] the number of values per breaker, then those values
-// (fleet/protocol.hpp's FleetReport::append_args(), in that order). Reply: ten values
-// per breaker (fleet/protocol.hpp's FleetReply).
+// SYNC: one call per sync for the breakers of a process that have
+// something to say or to learn (redis/sync.hpp).
+// KEYS: each breaker's keys in turn (fleet_script_keys(): 3 +
+// half_open_max_calls of them, the number its rules give). ARGV[1] ttl (ms),
+// ARGV[2] the events channel, ARGV[3] the number of values per breaker, then
+// those values (fleet/protocol.hpp's FleetReport::append_args(), in that
+// order). Reply: ten values per breaker (fleet/protocol.hpp's FleetReply).
 inline constexpr const char* kFleetSyncScript = R"LUA(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -45,15 +51,46 @@ local channel = ARGV[2]
 local F = tonumber(ARGV[3])
 local out = {}
 
-local function rules_of(k)
-  local r = redis.call('HMGET', k, 'ft', 'rt', 'fr', 'sr', 'mc', 'wt', 'wn', 'wms', 'hm', 'bm', 'mx')
+-- Each breaker's keys, as declared: KEYS from c on, its rules' csv giving
+-- the number of lease keys (half_open_max_calls, the ninth value). Keys not
+-- named as fleet_script_keys() names them are an error, not a guess.
+local groups = {}
+local c = 1
+for i = 1, math.floor((#ARGV - 3) / F) do
+  local n = tonumber(string.match(ARGV[3 + i * F], '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(%d+)'))
+  local k = KEYS[c]
+  if not n or not k or KEYS[c + 1] ~= k .. ':w' or KEYS[c + 2] ~= k .. ':b' then
+    return redis.error_reply('ERR sync: KEYS do not match the reports')
+  end
+  local lease = {}
+  for slot = 0, n - 1 do
+    lease[slot] = KEYS[c + 3 + slot]
+    if lease[slot] ~= k .. ':p:' .. slot then
+      return redis.error_reply('ERR sync: KEYS do not match the reports')
+    end
+  end
+  groups[i] = {k = k, w = KEYS[c + 1], b = KEYS[c + 2], p = lease, n = n}
+  c = c + 3 + n
+end
+if c ~= #KEYS + 1 then return redis.error_reply('ERR sync: KEYS do not match the reports') end
+
+-- A breaker's hash is read with one HMGET of these fields (its state, its
+-- configuration, its totals, then its rules), and written back with one
+-- HSET: the fewer commands per breaker, the less Redis a busy sync costs.
+local FIELDS = {'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'cfg',
+                'tc', 'tf', 'ts', 'tr', 'to',
+                'ft', 'rt', 'fr', 'sr', 'mc', 'wt', 'wn', 'wms', 'hm', 'bm', 'mx'}
+local function rules_of(h)
   local x = {}
-  for i = 1, 11 do x[i] = tonumber(r[i]) or 0 end
+  for i = 1, 11 do x[i] = tonumber(h[16 + i]) or 0 end
   return {ft = x[1], rt = x[2], fr = x[3], sr = x[4], mc = x[5], wt = x[6], wn = x[7],
           wms = x[8], hm = x[9], bm = x[10], mx = x[11]}
 end
+-- Counts as Redis keeps them (tostring() would write 1e+15).
+local function count(x) return string.format('%.0f', x) end
 
-for i, k in ipairs(KEYS) do
+for i, grp in ipairs(groups) do
+  local k = grp.k
   local b = 3 + (i - 1) * F
   local a = function(j) return ARGV[b + j] end
   local id, mygen = a(1), tonumber(a(2))
@@ -66,7 +103,8 @@ for i, k in ipairs(KEYS) do
   local status = 'ok'
   local moved = false
 
-  if redis.call('EXISTS', k) == 0 then
+  local h = redis.call('HMGET', k, unpack(FIELDS))
+  if not h[1] then
     -- Absent (new, expired, or Redis restarted empty): rebuilt from this
     -- report, so a restart keeps the fleet's state.
     local r = {}
@@ -79,11 +117,12 @@ for i, k in ipairs(KEYS) do
       'wc', 0, 'wf', 0, 'ws', 0, 'tc', 0, 'tf', 0, 'ts', 0, 'tr', 0, 'to', 0, 'cfg', cfg,
       'ft', r[1], 'rt', r[2], 'fr', r[3], 'sr', r[4], 'mc', r[5], 'wt', r[6], 'wn', r[7],
       'wms', r[8], 'hm', r[9], 'bm', r[10], 'mx', r[11])
-    redis.call('DEL', k .. ':w')
+    redis.call('DEL', grp.w)
+    h = {g0, s0, oa0, od0, lopens, 0, 0, 0, 0, 0, cfg, 0, 0, 0, 0, 0}
+    for j = 1, 11 do h[16 + j] = r[j] end
     mygen = g0  -- the report that rebuilds the state is current
   end
 
-  local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'cfg')
   if h[11] ~= cfg then
     out[#out + 1] = 'cfg'
     for j = 2, 9 do out[#out + 1] = '0' end
@@ -92,15 +131,17 @@ for i, k in ipairs(KEYS) do
     local g, s, oa, od, o, cf, ps = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]),
       tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7])
     local wc, wf, ws = tonumber(h[8]), tonumber(h[9]), tonumber(h[10])
-    local R = rules_of(k)
-    local wkey = k .. ':w'
+    local tc, tf, ts, tr, to = tonumber(h[12]) or 0, tonumber(h[13]) or 0,
+      tonumber(h[14]) or 0, tonumber(h[15]) or 0, tonumber(h[16]) or 0
+    local R = rules_of(h)
+    local wkey = grp.w
 
     local function clear_window()
       redis.call('DEL', wkey)
       wc, wf, ws = 0, 0, 0
     end
     local function clear_leases()
-      for slot = 0, R.hm - 1 do redis.call('DEL', k .. ':p:' .. slot) end
+      for slot = 0, math.min(R.hm, grp.n) - 1 do redis.call('DEL', grp.p[slot]) end
     end
     local function move(to)
       s = to
@@ -122,7 +163,7 @@ for i, k in ipairs(KEYS) do
         if d > R.mx then d = R.mx end
         od = math.floor(d * jf + 0.5)
       end
-      redis.call('HINCRBY', k, 'to', 1)
+      to = to + 1
       clear_leases()
     end
     local function close()
@@ -141,9 +182,9 @@ for i, k in ipairs(KEYS) do
       local proc, serial = string.match(id, '^(.*)%.(%d+)$')
       serial = tonumber(serial)
       if proc and serial then
-        local seen = tonumber(redis.call('HGET', k .. ':b', proc)) or 0
+        local seen = tonumber(redis.call('HGET', grp.b, proc)) or 0
         if serial > seen then
-          redis.call('HSET', k .. ':b', proc, serial)
+          redis.call('HSET', grp.b, proc, serial)
           fresh = true
         end
       end
@@ -154,51 +195,49 @@ for i, k in ipairs(KEYS) do
     if fresh and cmd == 2 and s ~= 4 then move(4); clear_leases() end
     if fresh and cmd == 3 then move(0); cf, o = 0, 0; clear_window(); clear_leases() end
 
+    -- A probe's outcome in the half-open period: a failure re-opens (for
+    -- the open period the prober asked, when it gave one), a success
+    -- counts towards closing; 'i' (ignored, released) says nothing.
+    local function probe_outcome(res, pod)
+      if res == 'f' then
+        trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
+      elseif res == 's' then
+        ps = ps + 1
+        if ps >= R.hm then close() end
+      end
+    end
+
     -- 3. Probe results: a lease counts once (compare and delete), and only
     -- in the half-open period it was taken in.
     for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
-      local lk = k .. ':p:' .. slot
-      if redis.call('GET', lk) == token then
+      local lk = grp.p[tonumber(slot)]
+      if lk and redis.call('GET', lk) == token then
         redis.call('DEL', lk)
-        if tonumber(pg) == g and s == 2 then
-          if res == 'f' then
-            trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
-          elseif res == 's' then
-            ps = ps + 1
-            if ps >= R.hm then close() end
-          end
-        end
+        if tonumber(pg) == g and s == 2 then probe_outcome(res, pod) end
       end
     end
 
     -- 3b. Probes a process sent on its local rules while it could not
     -- reach Redis ("L<generation>/s|f/open_ms;"), counted once with their
-    -- report. One counts as a probe of the half-open period that follows
-    -- the open period it was sent at the end of: the fleet still open in
-    -- generation <generation> (it turns half-open now: that process saw the
-    -- period end, on its copy of the fleet's times), or half-open from it
-    -- (generation + 1). Else the fleet moved on, and the probe says nothing
-    -- about its state.
+    -- report (not a second count of section 3's: those carry a lease, a
+    -- slot and a token, and match only its pattern). One counts as a probe
+    -- of the half-open period that follows the open period it was sent at
+    -- the end of: the fleet still open in generation <generation> (it turns
+    -- half-open now: that process saw the period end, on its copy of the
+    -- fleet's times), or half-open from it (generation + 1). Else the fleet
+    -- moved on, and the probe says nothing about its state.
     for lg, res, pod in string.gmatch(probes, 'L(%d+)/(%a)/(%-?%d+);') do
       lg = tonumber(lg)
       if fresh and ((s == 1 and g == lg) or (s == 2 and g == lg + 1)) then
         if s == 1 then move(2) end
-        if res == 'f' then
-          trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
-        elseif res == 's' then
-          ps = ps + 1
-          if ps >= R.hm then close() end
-        end
+        probe_outcome(res, pod)
       end
     end
 
     -- 4. Counts. The totals take every report; the rules' counts only a
     -- report of the current generation in CLOSED (the generation fence).
     if fresh then
-      redis.call('HINCRBY', k, 'tc', calls)
-      redis.call('HINCRBY', k, 'tf', fails)
-      redis.call('HINCRBY', k, 'ts', slow)
-      redis.call('HINCRBY', k, 'tr', rej)
+      tc, tf, ts, tr = tc + calls, tf + fails, ts + slow, tr + rej
       if mygen == g and s == 0 and calls > 0 then
         if succ > 0 then cf = tail else cf = cf + fails end
         redis.call('RPUSH', wkey, now .. ',' .. calls .. ',' .. fails .. ',' .. slow)
@@ -258,13 +297,13 @@ for i, k in ipairs(KEYS) do
     end
 
     redis.call('HSET', k, 'g', g, 's', s, 'oa', oa, 'od', od, 'o', o, 'cf', cf, 'ps', ps,
-      'wc', wc, 'wf', wf, 'ws', ws)
+      'wc', wc, 'wf', wf, 'ws', ws, 'tc', count(tc), 'tf', count(tf), 'ts', count(ts),
+      'tr', count(tr), 'to', count(to))
     redis.call('PEXPIRE', k, ttl)
     redis.call('PEXPIRE', wkey, ttl)
-    redis.call('PEXPIRE', k .. ':b', ttl)
+    redis.call('PEXPIRE', grp.b, ttl)
     if moved then redis.call('PUBLISH', channel, k) end
 
-    local tc = redis.call('HGET', k, 'tc')
     out[#out + 1] = status
     out[#out + 1] = tostring(g)
     out[#out + 1] = tostring(s)
@@ -272,16 +311,17 @@ for i, k in ipairs(KEYS) do
     out[#out + 1] = tostring(od)
     out[#out + 1] = tostring(o)
     out[#out + 1] = tostring(cf)
-    out[#out + 1] = tc or '0'
-    out[#out + 1] = redis.call('HGET', k, 'tf') or '0'
+    out[#out + 1] = count(tc)
+    out[#out + 1] = count(tf)
     out[#out + 1] = ''
   end
 end
 return out
 )LUA";
 
-// LEASE: a fleet-wide probe. KEYS[1] the breaker's hash key. ARGV[1] the
-// caller's token, ARGV[2] the lease (ms), ARGV[3] the events channel.
+// LEASE: a fleet-wide probe. KEYS[1] the breaker's hash key, then its lease
+// keys K:p:0 ... (fleet_lease_keys()). ARGV[1] the caller's token, ARGV[2]
+// the lease (ms), ARGV[3] the events channel.
 // Moves an open fleet whose open period is over to half-open. Reply:
 // {'probe', g, slot} when a lease was taken; {'full', g, ms until the
 // earliest lease expires}; {'state', g, s, open elapsed ms, open ms, opens,
@@ -289,6 +329,11 @@ return out
 // no fleet state (the next sync rebuilds it).
 inline constexpr const char* kFleetLeaseScript = R"LUA(
 local k = KEYS[1]
+for slot = 0, #KEYS - 2 do
+  if KEYS[2 + slot] ~= k .. ':p:' .. slot then
+    return redis.error_reply('ERR lease: KEYS must be the breaker and its lease keys')
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'hm')
@@ -306,9 +351,13 @@ if s ~= 2 then
   return {'state', tostring(g), tostring(s), tostring(s == 1 and now - oa or 0), tostring(od),
           tostring(o), tostring(cf)}
 end
+-- A caller whose configuration is not the fleet's declares fewer lease
+-- keys than the fleet has slots: it gets no lease (its breaker is refused
+-- by the next sync anyway).
+if #KEYS - 1 < hm then return {'full', tostring(g), '-1'} end
 local live, free, wait = 0, nil, nil
 for slot = 0, hm - 1 do
-  local pt = redis.call('PTTL', k .. ':p:' .. slot)
+  local pt = redis.call('PTTL', KEYS[2 + slot])
   if pt == -2 then
     if not free then free = slot end
   else
@@ -317,7 +366,7 @@ for slot = 0, hm - 1 do
   end
 end
 if free and live + ps < hm then
-  redis.call('SET', k .. ':p:' .. free, ARGV[1], 'PX', tonumber(ARGV[2]))
+  redis.call('SET', KEYS[2 + free], ARGV[1], 'PX', tonumber(ARGV[2]))
   return {'probe', tostring(g), tostring(free)}
 end
 return {'full', tostring(g), tostring(wait or -1)}

@@ -27,6 +27,7 @@
 
 #include "../any_breaker.hpp"
 #include "../fleet/member.hpp"
+#include "keys.hpp"
 #include "sync.hpp"
 
 namespace circuitbreaker {
@@ -51,11 +52,21 @@ class FleetHandle final : public AnyBreaker {
     Admission a = local().acquire(now, probe_lease);
     if (!a.permitted || a.permit.kind != PermitKind::Probe) return a;
     FleetSync& sync = *sync_;
-    const std::string& key = member_->key();
+    FleetMember& member = *member_;
     return member_->confirm_probe(
         a, now, sync.spec().sync_interval,
-        [&sync, &key](const std::string& token, std::int64_t lease_ms) {
-          return sync.lease(key, token, lease_ms);
+        [&sync, &member](const std::string& token, std::int64_t lease_ms) {
+          std::optional<std::vector<std::string>> r = sync.lease(
+              fleet_lease_keys(member.key(),
+                               member.breaker().settings().half_open_max_calls),
+              token, lease_ms);
+          // No fleet state (Redis restarted empty): the next sync rebuilds
+          // it from this breaker's report, though it has no news.
+          if (r && !r->empty() && (*r)[0] == "absent") {
+            member.want();
+            sync.wake();
+          }
+          return r;
         });
   }
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {

@@ -3,6 +3,7 @@
 #ifndef CIRCUITBREAKER_REDIS_KEYS_HPP
 #define CIRCUITBREAKER_REDIS_KEYS_HPP
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -66,19 +67,37 @@ inline std::string fleet_channel(const std::string& prefix) {
 
 inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
-// Every key breaker `name` of `prefix` may have (fleet/script.hpp): its
-// hash, ":w" (the window), ":b" (the reports applied) and ":p:<slot>" for
-// every probe slot a breaker can have (kMaxHalfOpenCalls), so that removing
-// a breaker needs neither its half_open_max_calls nor a SCAN. They share one
-// hash tag, so one DEL removes them all (in Redis Cluster too).
-inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
-                                                   const std::string& name) {
-  const std::string key = fleet_key(prefix, name);
+// The keys of the breaker whose hash is `key`, as the SYNC script takes them
+// in its KEYS (fleet/script.hpp): the hash, ":w" (the window), ":b" (the
+// reports applied), then ":p:<slot>" for each of `lease_slots` probe slots
+// (its half_open_max_calls).
+inline std::vector<std::string> fleet_script_keys(const std::string& key,
+                                                  std::uint32_t lease_slots) {
   std::vector<std::string> out{key, key + ":w", key + ":b"};
-  for (std::uint32_t slot = 0; slot < kMaxHalfOpenCalls; ++slot) {
+  for (std::uint32_t slot = 0; slot < lease_slots; ++slot) {
     out.push_back(key + ":p:" + std::to_string(slot));
   }
   return out;
+}
+
+// The keys the LEASE script takes: the hash, then its lease keys.
+inline std::vector<std::string> fleet_lease_keys(const std::string& key,
+                                                 std::uint32_t lease_slots) {
+  std::vector<std::string> out{key};
+  for (std::uint32_t slot = 0; slot < lease_slots; ++slot) {
+    out.push_back(key + ":p:" + std::to_string(slot));
+  }
+  return out;
+}
+
+// Every key breaker `name` of `prefix` may have (fleet/script.hpp): its
+// script keys for every probe slot a breaker can have (kMaxHalfOpenCalls),
+// so that removing a breaker needs neither its half_open_max_calls nor a
+// SCAN. They share one hash tag, so one DEL removes them all (in Redis
+// Cluster too).
+inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
+                                                   const std::string& name) {
+  return fleet_script_keys(fleet_key(prefix, name), kMaxHalfOpenCalls);
 }
 
 }  // namespace circuitbreaker

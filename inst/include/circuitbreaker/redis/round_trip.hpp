@@ -38,9 +38,23 @@ inline bool fleet_connection_ready(RedisConnection& conn, const FleetSpec& spec)
 
 // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
 // applies the replies. False when the round trip failed (the reports stay
-// pending).
+// pending). With no members, a PING: the link is still known to be up (its
+// mode, sync_lag), at the least cost to Redis.
 inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
                             const std::vector<FleetMember*>& members, FleetLink& link) {
+  if (members.empty()) {
+    RedisConnection::ReplyPtr r = conn.command({"PING"});
+    if (!r || r->type != REDIS_REPLY_STATUS) {
+      if (r) {
+        link.note_failure(r->type == REDIS_REPLY_ERROR ? RedisConnection::reply_text(r.r)
+                                                       : "unexpected reply to PING");
+      }
+      conn.close();
+      return false;
+    }
+    link.note_success(fleet_clock(spec));
+    return true;
+  }
   std::vector<std::string> keys, args;
   keys.reserve(members.size());
   args.reserve(3 + members.size() * FleetReport::kArgs);
@@ -51,7 +65,9 @@ inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
   std::vector<FleetReport> sent;
   sent.reserve(members.size());
   for (FleetMember* m : members) {
-    keys.push_back(m->key());
+    const std::vector<std::string> own =
+        fleet_script_keys(m->key(), m->breaker().settings().half_open_max_calls);
+    keys.insert(keys.end(), own.begin(), own.end());
     sent.push_back(m->build(t));
     sent.back().append_args(args, m->fingerprint(), m->rules());
   }
@@ -91,14 +107,15 @@ inline bool fleet_sync(RedisConnection& conn, const FleetSpec& spec,
          fleet_connection_ready(conn, spec) && fleet_sync_once(conn, spec, members, link);
 }
 
-// A fleet-wide lease of a probe of the breaker at `key` (fleet/script.hpp,
-// LEASE) on `conn`, by `deadline`. The first attempt goes out on `conn` as
-// it is; when that fails without an answer (the server closed it: that
-// costs no wait), the connection is made again and the lease asked once
-// more, in what is left of the time. Returns the script's reply, or nullopt
-// when Redis could not be reached (conn.error() says why).
+// A fleet-wide lease of a probe of the breaker whose LEASE keys are `keys`
+// (fleet/script.hpp, LEASE; fleet_lease_keys()) on `conn`, by `deadline`.
+// The first attempt goes out on `conn` as it is; when that fails without an
+// answer (the server closed it: that costs no wait), the connection is made
+// again and the lease asked once more, in what is left of the time. Returns
+// the script's reply, or nullopt when Redis could not be reached
+// (conn.error() says why).
 inline std::optional<std::vector<std::string>> fleet_lease(
-    RedisConnection& conn, const FleetSpec& spec, const std::string& key,
+    RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
     const std::string& token, std::int64_t lease_ms, Nanos deadline) {
   const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -106,7 +123,7 @@ inline std::optional<std::vector<std::string>> fleet_lease(
     if (left <= 0) break;
     if (!conn.connected() && !conn.connect(spec.endpoint, left)) break;
     conn.set_timeout(deadline - SteadyClock::now());
-    RedisConnection::ReplyPtr r = conn.eval(true, {key}, args);
+    RedisConnection::ReplyPtr r = conn.eval(true, keys, args);
     conn.set_timeout(spec.timeout);
     if (r && r->type == REDIS_REPLY_ARRAY) {
       std::vector<std::string> out;

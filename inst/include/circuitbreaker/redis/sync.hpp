@@ -3,10 +3,30 @@
 // One FleetSync per store (server, prefix, intervals) per process. It owns
 // a background thread that never calls R: every sync_interval (or at once
 // when woken by a caller, or by a transition published by another process)
-// it sends one EVALSHA of the SYNC script for all of the process's breakers
-// of that store, and applies the replies. The same thread holds a pub/sub
-// subscription to the store's events channel; polling every tick is the
-// safety net, since pub/sub drops messages across a reconnect.
+// it sends one EVALSHA of the SYNC script for the process's breakers of that
+// store that have something to say or to learn, and applies the replies.
+//
+// Cost follows activity: an idle breaker is not in the sync. A sync holds
+//   - every breaker with news (FleetMember::has_news(): counts, a settled
+//     probe, a manual command, a local trip, a registration, or a report
+//     not yet confirmed, which goes again with its id and is counted once);
+//   - every breaker another process moved: the scripts publish the key of
+//     each breaker whose state they change on the store's events channel,
+//     which this thread subscribes to (FleetMember::want()); at most
+//     kMaxReadsPerSync of those per sync, the rest in the syncs that follow
+//     at once;
+//   - every breaker once after each (re)subscription: pub/sub drops what is
+//     published while the subscription is down, so the thread subscribes
+//     first and then reads them all;
+//   - one more breaker in turn, once a second (the sweep, kSweepEvery): a
+//     constant per process, so that each breaker's fleet state is read (and
+//     its keys' time to live refreshed, and a lost state rebuilt) every
+//     (breakers) seconds whatever happens to the channel.
+// A sync with none of these is a PING, which keeps the link's state (mode,
+// sync_lag) true. So an idle store costs Redis a PING per sync and one
+// EVALSHA of one breaker a second, however many breakers it has; and a trip
+// reaches every process within a round trip of its publication, plus the
+// sync that reads it.
 //
 // The caller's thread uses its own connection, for one thing only: the
 // fleet-wide lease of a half-open probe (and the first registration of a
@@ -46,6 +66,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "../clock.hpp"
@@ -144,7 +165,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     sync_on_caller(m);
   }
 
-  // A fleet-wide probe lease for `key` (fleet/script.hpp, LEASE), within
+  // A fleet-wide probe lease for the breaker whose LEASE keys are `keys`
+  // (fleet/script.hpp, LEASE; redis/keys.hpp's fleet_lease_keys()), within
   // `timeout` in all (the wait for the caller's connection included), on the
   // caller's connection, tried again once on a new one (fleet_lease()).
   // Returns the script's reply; {"busy"} when another call
@@ -153,7 +175,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // many); nullopt when Redis cannot be reached, and at once while the link
   // is down: then the link is marked down (mode "local") and the probe goes
   // out on local rules.
-  std::optional<std::vector<std::string>> lease(const std::string& key,
+  std::optional<std::vector<std::string>> lease(const std::vector<std::string>& keys,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
     if (!linked()) return std::nullopt;
@@ -161,7 +183,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!lock_until(caller_mutex_, deadline)) return std::vector<std::string>{"busy"};
     std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
     std::optional<std::vector<std::string>> out =
-        fleet_lease(caller_, spec_, key, token, lease_ms, deadline);
+        fleet_lease(caller_, spec_, keys, token, lease_ms, deadline);
     if (!out) return lost(caller_.error());
     // No fleet state (Redis restarted empty): the sync thread rebuilds it.
     if (!out->empty() && (*out)[0] == "absent") wake();
@@ -249,13 +271,48 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return false;
   }
 
-  void tick() {
+  // The breakers a sync reads without news of their own (wanted), at most:
+  // a full read after a resubscription is spread over syncs, so that no
+  // round trip grows with the number of breakers.
+  static constexpr std::size_t kMaxReadsPerSync = 128;
+  // How often the sweep reads one breaker.
+  static constexpr Nanos kSweepEvery = kNanosPerSecond;
+
+  // One sync of the breakers that have something to say or to learn (the
+  // header says which). Returns whether wanted reads were left for the next
+  // one.
+  bool tick() {
     std::vector<std::shared_ptr<FleetMember>> live = live_members();
-    if (live.empty()) return;
+    if (live.empty()) return false;
     const Admission a = link_.admit(now());
-    if (!a.permitted) return;  // the link is down: nothing waits on Redis
+    if (!a.permitted) return false;  // the link is down: nothing waits on Redis
+    for (auto& m : live) {
+      if (events_.count(m->key()) != 0) m->want();
+    }
+    events_.clear();
     std::vector<FleetMember*> raw;
-    for (auto& m : live) raw.push_back(m.get());
+    std::size_t reads = 0;
+    bool left = false;
+    const Nanos t = now();
+    std::size_t swept = live.size();  // none
+    if (t - last_sweep_ >= kSweepEvery) {
+      last_sweep_ = t;
+      swept = sweep_++ % live.size();
+    }
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      FleetMember* m = live[i].get();
+      if (m->has_news(t)) {
+        (void)m->take_wanted();  // its report's reply tells it the fleet's state
+        raw.push_back(m);
+      } else if (reads < kMaxReadsPerSync && m->take_wanted()) {
+        ++reads;
+        raw.push_back(m);
+      } else if (i == swept) {
+        raw.push_back(m);
+      } else {
+        left = left || reads >= kMaxReadsPerSync;
+      }
+    }
     const bool ok = fleet_sync(conn_, spec_, raw, link_);
     if (!ok) {
       link_.note_failure(conn_.error());
@@ -263,22 +320,32 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       sub_.close();
     }
     link_.settle(a.permit, ok, now());
-    if (ok && !sub_.connected()) subscribe();
+    const bool subscribed = ok && !sub_.connected() && subscribe();
     // A call found the caller's connection broken: make it here, where
     // waiting costs no call anything.
     if (ok && caller_wanted_.exchange(false, std::memory_order_acq_rel)) {
       std::lock_guard<std::mutex> g(caller_mutex_);
       if (!fleet_connection_ready(caller_, spec_)) link_.note_failure(caller_.error());
     }
+    return ok && (left || subscribed);
   }
 
-  void subscribe() {
-    if (!sub_.connect(spec_.endpoint, spec_.timeout)) return;
+  // Subscribes to the store's events channel, then asks for a read of every
+  // breaker: what was published while there was no subscription is lost.
+  bool subscribe() {
+    if (!sub_.connect(spec_.endpoint, spec_.timeout)) return false;
     RedisConnection::ReplyPtr r = sub_.command({"SUBSCRIBE", spec_.channel()});
-    if (!r || r->type != REDIS_REPLY_ARRAY) sub_.close();
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+      sub_.close();
+      return false;
+    }
+    for (auto& m : live_members()) m->want();
+    return true;
   }
 
-  // Reads what the subscription has; true when a transition was published.
+  // Reads what the subscription has, and notes the breakers named
+  // (events_); true when one was, or the subscription was lost (then every
+  // breaker is read after the next subscription).
   bool read_events() {
     redisContext* c = sub_.context();
     if (c == nullptr) return false;
@@ -289,12 +356,23 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     }
     bool any = false;
     while (redisGetReplyFromReader(c, &reply) == REDIS_OK && reply != nullptr) {
-      any = true;
+      // A message is {"message", channel, key}; the key is checked only
+      // against the keys of this process's breakers.
+      const auto* r = static_cast<const redisReply*>(reply);
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+          RedisConnection::reply_text(r->element[0]) == "message" &&
+          events_.size() < kMaxEvents) {
+        events_.insert(RedisConnection::reply_text(r->element[2]));
+        any = true;
+      }
       freeReplyObject(reply);
       reply = nullptr;
     }
     return any;
   }
+  // Keys named by messages not yet read by a sync, at most (a flood of
+  // messages, from a fleet much larger than this process, cannot grow it).
+  static constexpr std::size_t kMaxEvents = 1 << 16;
 
   // The next regular sync: one interval on, give or take 10%, so that the
   // processes of a fleet do not sync in step.
@@ -309,8 +387,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     while (!finished()) {
       const Nanos t = now();
       if (t >= next || urgent) {
-        tick();
-        urgent = false;
+        // Wanted reads left over (a resubscription's): the next sync at once.
+        urgent = tick();
         if (t >= next) next = next_tick(now());
         continue;
       }
@@ -348,6 +426,10 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
   std::atomic<Nanos> last_nudge_{0};
   std::uint64_t rng_ = entropy_seed();  // the sync thread's
+  // The sync thread's: keys that events named, and the sweep's position.
+  std::unordered_set<std::string> events_;
+  std::size_t sweep_ = 0;
+  Nanos last_sweep_ = 0;
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;
