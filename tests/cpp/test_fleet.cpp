@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "circuitbreaker/fleet/member.hpp"
+#include "circuitbreaker/fleet/sync_choice.hpp"
 
 namespace cb = circuitbreaker;
 
@@ -165,6 +166,54 @@ TEST_CASE("a member has news only when it has something to tell the fleet", "[fl
   m.want();
   CHECK(m.take_wanted());
   CHECK_FALSE(m.take_wanted());
+}
+
+TEST_CASE("a sync carries the breakers with news, the named ones and one swept",
+          "[fleet]") {
+  // fleet/sync_choice.hpp: idle breakers cost a sync nothing but the sweep.
+  const cb::FleetReply closed =
+      reply_of({"ok", "7", "0", "0", "0", "0", "0", "0", "0", ""});
+  std::vector<std::shared_ptr<cb::FleetMember>> live;
+  for (int i = 0; i < 300; ++i) {
+    auto m = std::make_shared<cb::FleetMember>("b" + std::to_string(i),
+                                               "{p:b" + std::to_string(i) + "}",
+                                               cb::Config{}, 0, "proc");
+    m->apply(closed, 1, m->build(1));  // registered: no news
+    live.push_back(m);
+  }
+  cb::SyncChoice choice;
+  bool left = true;
+  const cb::Nanos t0 = 2 * cb::kNanosPerSecond;
+  // The first sync sweeps one breaker; nothing else has news.
+  CHECK(choice.choose(live, t0, left).size() == 1);
+  CHECK_FALSE(left);
+  // Within the second, an idle store's sync carries none.
+  CHECK(choice.choose(live, t0 + 1, left).empty());
+  // A breaker with counts, and one that a message named.
+  fail(live[5]->breaker(), t0 + 2, 1);
+  CHECK(choice.named(live[7]->key()));
+  CHECK(choice.named("not a breaker of this process"));
+  std::vector<cb::FleetMember*> got = choice.choose(live, t0 + 3, left);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0] == live[5].get());
+  CHECK(got[1] == live[7].get());
+  live[5]->apply(closed, t0 + 3, live[5]->build(t0 + 3));  // its counts are confirmed
+  // After a resubscription every breaker wants a read: at most
+  // kMaxReadsPerSync a sync, the rest left for the next ones.
+  for (auto& m : live) m->want();
+  got = choice.choose(live, t0 + 4, left);
+  CHECK(got.size() == cb::SyncChoice::kMaxReadsPerSync);
+  CHECK(left);
+  got = choice.choose(live, t0 + 5, left);
+  CHECK(got.size() == cb::SyncChoice::kMaxReadsPerSync);
+  got = choice.choose(live, t0 + 6, left);
+  CHECK(got.size() == live.size() - 2 * cb::SyncChoice::kMaxReadsPerSync);
+  CHECK_FALSE(left);
+  CHECK(choice.choose(live, t0 + 7, left).empty());
+  // A second later, the sweep reads the next breaker in turn.
+  got = choice.choose(live, t0 + cb::kNanosPerSecond, left);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == live[1].get());
 }
 
 TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fleet]") {

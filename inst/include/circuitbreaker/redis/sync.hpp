@@ -66,11 +66,11 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "../clock.hpp"
 #include "../fleet/member.hpp"
+#include "../fleet/sync_choice.hpp"
 #include "../random.hpp"
 #include "connection.hpp"
 #include "keys.hpp"
@@ -271,13 +271,6 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return false;
   }
 
-  // The breakers a sync reads without news of their own (wanted), at most:
-  // a full read after a resubscription is spread over syncs, so that no
-  // round trip grows with the number of breakers.
-  static constexpr std::size_t kMaxReadsPerSync = 128;
-  // How often the sweep reads one breaker.
-  static constexpr Nanos kSweepEvery = kNanosPerSecond;
-
   // One sync of the breakers that have something to say or to learn (the
   // header says which). Returns whether wanted reads were left for the next
   // one.
@@ -286,33 +279,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (live.empty()) return false;
     const Admission a = link_.admit(now());
     if (!a.permitted) return false;  // the link is down: nothing waits on Redis
-    for (auto& m : live) {
-      if (events_.count(m->key()) != 0) m->want();
-    }
-    events_.clear();
-    std::vector<FleetMember*> raw;
-    std::size_t reads = 0;
     bool left = false;
-    const Nanos t = now();
-    std::size_t swept = live.size();  // none
-    if (t - last_sweep_ >= kSweepEvery) {
-      last_sweep_ = t;
-      swept = sweep_++ % live.size();
-    }
-    for (std::size_t i = 0; i < live.size(); ++i) {
-      FleetMember* m = live[i].get();
-      if (m->has_news(t)) {
-        (void)m->take_wanted();  // its report's reply tells it the fleet's state
-        raw.push_back(m);
-      } else if (reads < kMaxReadsPerSync && m->take_wanted()) {
-        ++reads;
-        raw.push_back(m);
-      } else if (i == swept) {
-        raw.push_back(m);
-      } else {
-        left = left || reads >= kMaxReadsPerSync;
-      }
-    }
+    std::vector<FleetMember*> raw = choice_.choose(live, now(), left);
     const bool ok = fleet_sync(conn_, spec_, raw, link_);
     if (!ok) {
       link_.note_failure(conn_.error());
@@ -360,19 +328,14 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       // against the keys of this process's breakers.
       const auto* r = static_cast<const redisReply*>(reply);
       if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-          RedisConnection::reply_text(r->element[0]) == "message" &&
-          events_.size() < kMaxEvents) {
-        events_.insert(RedisConnection::reply_text(r->element[2]));
-        any = true;
+          RedisConnection::reply_text(r->element[0]) == "message") {
+        any = choice_.named(RedisConnection::reply_text(r->element[2])) || any;
       }
       freeReplyObject(reply);
       reply = nullptr;
     }
     return any;
   }
-  // Keys named by messages not yet read by a sync, at most (a flood of
-  // messages, from a fleet much larger than this process, cannot grow it).
-  static constexpr std::size_t kMaxEvents = 1 << 16;
 
   // The next regular sync: one interval on, give or take 10%, so that the
   // processes of a fleet do not sync in step.
@@ -426,10 +389,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
   std::atomic<Nanos> last_nudge_{0};
   std::uint64_t rng_ = entropy_seed();  // the sync thread's
-  // The sync thread's: keys that events named, and the sweep's position.
-  std::unordered_set<std::string> events_;
-  std::size_t sweep_ = 0;
-  Nanos last_sweep_ = 0;
+  SyncChoice choice_;  // the sync thread's: which breakers a sync carries
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;
