@@ -204,17 +204,22 @@ NULL
 #'   `creator_alive`, `seconds_since_created`, `bytes`).
 #' @examples
 #' if (circuitbreaker:::cb_host_supported()) {
-#'   # This user's directory, /dev/shm/circuitbreaker-<uid>: the same in every
-#'   # R process of this user on this host.
-#'   store <- breaker_store_host()
+#'   # breaker_store_host() with no path uses this user's directory,
+#'   # /dev/shm/circuitbreaker-<uid>: the same in every R process of this
+#'   # user on this host. This example keeps its files in a directory of its
+#'   # own, which it removes at the end.
+#'   dir <- tempfile("cb-example-")
+#'   dir.create(dir, mode = "0700")
+#'   store <- breaker_store_host(dir)
 #'   cb <- circuit_breaker(name = "example-inventory", failure_threshold = 3, store = store)
 #'   cb$execute(function() "ok")
-#'   # Another R process of the same user on this host running these two
-#'   # lines shares `cb`.
+#'   # Another R process of the same user on this host that makes a breaker
+#'   # of this name in a store on `dir` shares `cb`.
 #'   breaker_store_segments(store)[, c("name", "state")]
 #'   # Cleaning up: forget it here, and delete its file (for every process).
 #'   breaker_remove("example-inventory")
 #'   breaker_store_unlink("example-inventory", store)
+#'   unlink(dir, recursive = TRUE)
 #' }
 #' @order 1
 #' @export
