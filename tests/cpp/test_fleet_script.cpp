@@ -41,10 +41,11 @@ struct Fleet {
   std::string key, fingerprint, rules;
   std::uint64_t generation = 0;
   int serial = 0;
+  std::string ttl = "60000";
 
   cb::FleetReply send(cb::FleetReport r, bool fresh_id = true) {
     if (fresh_id) r.id = "t." + std::to_string(++serial);
-    std::vector<std::string> args{"60000", "{t}:events",
+    std::vector<std::string> args{ttl, "{t}:events",
                                   std::to_string(cb::FleetReport::kArgs)};
     r.append_args(args, fingerprint, rules);
     cb::RedisConnection::ReplyPtr reply = conn.eval(false, script_keys(key, rules), args);
@@ -243,6 +244,51 @@ TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") 
   r.delta.calls = 9;  // 9 failures: 1 of the 4 before and these 9, all failed
   r.delta.failures = 9;
   CHECK(fleet.send(r).state == cb::State::Open);
+}
+
+TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 8",
+          "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) return skipped();
+  cb::Config c;
+  c.failure_threshold = 1e30;
+  c.failure_rate_threshold = 0.9;
+  const std::string key = "{t:ttl}";
+  Fleet fleet{conn, key, cb::config_fingerprint(c), cb::fleet_rules(cb::make_settings(c))};
+  auto run = [&conn](std::vector<std::string> argv) {
+    cb::RedisConnection::ReplyPtr r = conn.command(argv);
+    REQUIRE(r);
+    return r;
+  };
+  auto pttl = [&run](const std::string& k) { return run({"PTTL", k})->integer; };
+  cb::FleetReport r;
+  r.delta.calls = 2;
+  r.delta.successes = 2;
+  fleet.send(r);
+  r.known_generation = fleet.generation;
+  // Made with their time to live: the hash, the window and the ledger.
+  for (const std::string& k : {key, key + ":w", key + ":b"}) {
+    INFO(k);
+    CHECK(pttl(k) > 50000);
+    CHECK(pttl(k) <= 60000);
+  }
+  // Not given it again by every report: a report soon after leaves it.
+  run({"PEXPIRE", key, "30000"});
+  fleet.send(r);
+  CHECK(pttl(key) <= 30000);
+  // A window made anew (after a close, or lost) gets it as it is made.
+  run({"DEL", key + ":w"});
+  fleet.send(r);
+  CHECK(pttl(key + ":w") > 50000);
+  // A report ttl / 8 (7.5 s) after the last refresh refreshes every key.
+  cb::RedisConnection::ReplyPtr t = run({"TIME"});
+  const long long now_ms = std::stoll(t->element[0]->str) * 1000 + std::stoll(t->element[1]->str) / 1000;
+  run({"HSET", key, "ex", std::to_string(now_ms - 8000)});
+  run({"PEXPIRE", key + ":b", "30000"});
+  fleet.send(r);
+  CHECK(pttl(key) > 50000);
+  CHECK(pttl(key + ":b") > 50000);
 }
 
 TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-script]") {
