@@ -255,7 +255,8 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   c.failure_threshold = 1e30;
   c.failure_rate_threshold = 0.9;
   const std::string key = "{t:ttl}";
-  Fleet fleet{conn, key, cb::config_fingerprint(c), cb::fleet_rules(cb::make_settings(c))};
+  Fleet fleet{conn, key, cb::config_fingerprint(c),
+              cb::fleet_rules(cb::make_settings(c))};
   auto run = [&conn](std::vector<std::string> argv) {
     cb::RedisConnection::ReplyPtr r = conn.command(argv);
     REQUIRE(r);
@@ -283,7 +284,8 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   CHECK(pttl(key + ":w") > 50000);
   // A report ttl / 8 (7.5 s) after the last refresh refreshes every key.
   cb::RedisConnection::ReplyPtr t = run({"TIME"});
-  const long long now_ms = std::stoll(t->element[0]->str) * 1000 + std::stoll(t->element[1]->str) / 1000;
+  const long long now_ms =
+      std::stoll(t->element[0]->str) * 1000 + std::stoll(t->element[1]->str) / 1000;
   run({"HSET", key, "ex", std::to_string(now_ms - 8000)});
   run({"PEXPIRE", key + ":b", "30000"});
   fleet.send(r);
