@@ -10,9 +10,10 @@
 #   interval in slices of `sample_every`), every tenth call of a breaker failing, never
 #   two in a row, so that no breaker trips;
 # and every `sample_every` seconds reads each store's link (the sync count,
-# failures, the time of the last good sync, the mode, sync_lag) and times
-# one PING on a connection of its own (what a round trip waits at Redis
-# then). At the stop file it writes <dir>/samples.rds (with, when scale.R
+# failures, the time of the last good sync, the mode, sync_lag) and, while
+# the file <dir>/probe exists, times one PING on a connection of its own
+# (what a round trip waits at Redis then; scale.R creates the file after
+# its CPU window, so that these PINGs do not count as the stores' cost). At the stop file it writes <dir>/samples.rds (with, when scale.R
 # preloaded round-trips.c, every round trip of the process) and ends. It also ends,
 # without writing, when its parent (`parent_pid`) is gone or after
 # `lifetime` seconds, whatever happens.
@@ -110,7 +111,9 @@ for (loop in seq_len(max_loops)) {
   for (s in seq_along(firsts)) {
     if (!is.null(firsts[[s]])) samples[[length(samples) + 1L]] <- c(at = t, store = s, link_of(firsts[[s]]))
   }
-  pings[[length(pings) + 1L]] <- c(at = now(), took = ping(), calls = calls)
+  probing <- file.exists(file.path(dir, "probe"))
+  pings[[length(pings) + 1L]] <- c(at = now(), took = if (probing) ping() else NA_real_, calls = calls,
+                                   probing = probing)
   tick <- tick + cfg$sample_every
   wait <- tick - now()
   if (wait > 0) Sys.sleep(wait) else tick <- now()
