@@ -350,7 +350,7 @@ report <- function(r, say) {
       sprintf("**%s** (%s); target at most %s: %s", pct(r$redis_cpu), pct(r$redis_cpu_proc), pct(target_cpu),
               verdict(r$redis_cpu <= target_cpu))),
     c("machine: cores busy during the window (of 2)", sprintf("%.2f", r$machine_busy)),
-    c("commands/s, Lua's redis.call() included (of which the probes' PING)",
+    c("commands/s, Lua's redis.call() included (of which PING: the stores' syncs with nothing to carry)",
       sprintf("%s (%s)", fmt_n(r$commands_per_s), fmt_n(r$ping_calls / r$window))),
     c("commands/s by command (the most)", top),
     c("EVALSHA/s; Redis time per EVALSHA (commandstats)",
