@@ -241,3 +241,36 @@ test_that("host-shared: one process runs each interval's check, and every proces
   expect_identical(m$health_checks_passed, 1)
   expect_identical(m$health_checks_failed + m$health_checks_passed + m$health_checks_late, as.numeric(length(at)))
 })
+
+test_that("fleet-shared: a pass in one process closes the breaker in every process", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  healthy <- FALSE
+  cb <- local_shared_breaker(store, "health-fleet",
+                             fleet_args(failure_threshold = 1, recovery_timeout = 600, health_interval = 0.1,
+                                        health_check = function() healthy))
+  watcher <- function(cb, extra) {
+    file.create(extra$ready)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01, what = "the trip")
+    file.create(extra$open)
+    extra$wait_until(function() identical(cb$state, "CLOSED"), timeout = 30, interval = 0.01,
+                     what = "the close")
+    cb$state
+  }
+  ready <- tempfile()
+  open <- tempfile()
+  withr::defer(unlink(c(ready, open)))
+  child <- fleet_child(server$url, "health-fleet", fleet_args(failure_threshold = 1, recovery_timeout = 600,
+                                                              health_interval = 0.1),
+                       watcher, list(ready = ready, open = open, wait_until = child_wait_until()))
+  expect_true(wait_for_file(ready))
+  trip(cb)
+  expect_true(wait_for_file(open))
+  run_loop_until(function() cb$metrics()$health_checks_failed >= 1)
+  expect_identical(cb$state, "OPEN")
+  healthy <- TRUE
+  run_loop_until(function() cb$state == "CLOSED")
+  expect_identical(utils::tail(cb$transitions()$reason, 1), "health_check")
+  expect_identical(collect_children(list(child))[[1]], "CLOSED")
+  expect_identical(server$fleet("health-fleet", "s"), 0)
+})
