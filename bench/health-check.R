@@ -97,7 +97,8 @@ res <- do.call(rbind, rows)
 
 cat(sprintf("recovery_timeout %g s, health_interval %g s, downstream down %g s after the opening; %d runs each\n\n",
             opts$recovery, opts$interval, opts$down, opts$runs))
-cat("| way | closed after the downstream's return (s), median [min-max] | closed after the opening (s), median | closed by |\n")
+cat("| way | closed after the downstream's return (s), median [min-max] |",
+    "closed after the opening (s), median | closed by |\n")
 cat("|---|---|---|---|\n")
 for (way in unique(res$way)) {
   r <- res[res$way == way, ]

@@ -325,7 +325,8 @@ SEXP cb_snapshot(SEXP ptr) {
 SEXP cb_health_claim(SEXP ptr) {
   BreakerHandle& h = cbr::breaker_from(ptr);
   const circuitbreaker::HealthClaim c = h.checked(h.breaker->claim_health_check(h.now()));
-  if (!c.granted) return Rf_ScalarReal(c.retry_after < 0 ? NA_REAL : seconds(c.retry_after));
+  if (!c.granted)
+    return Rf_ScalarReal(c.retry_after < 0 ? NA_REAL : seconds(c.retry_after));
   SEXP out = Rf_allocVector(RAWSXP, sizeof c);
   std::memcpy(RAW(out), &c, sizeof c);
   return out;
@@ -365,8 +366,8 @@ SEXP cb_transitions(SEXP ptr, SEXP after) {
     ago[i] = seconds(now - buf[i].at);
     from[i] = circuitbreaker::state_name(buf[i].from);
     to[i] = circuitbreaker::state_name(buf[i].to);
-    reason[i] = buf[i].by_health_check ? Rcpp::String("health_check")
-                                       : Rcpp::String(NA_STRING);
+    reason[i] =
+        buf[i].by_health_check ? Rcpp::String("health_check") : Rcpp::String(NA_STRING);
   }
   return Rcpp::List::create(Rcpp::Named("seq") = seq, Rcpp::Named("seconds_ago") = ago,
                             Rcpp::Named("from") = from, Rcpp::Named("to") = to,

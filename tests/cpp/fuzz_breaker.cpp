@@ -260,7 +260,7 @@ class Run {
     std::string extra = health_diff;
     if (returned && op.recorded != model_recorded) {
       extra += std::string("  recorded: breaker ") + cbcompare::show(op.recorded) +
-              ", model " + cbcompare::show(model_recorded) + "\n";
+               ", model " + cbcompare::show(model_recorded) + "\n";
     }
     check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max,
           extra);

@@ -83,12 +83,12 @@ enum class Op : std::uint8_t {
 
 inline constexpr int kOpCodes = 32;
 inline constexpr Op kOpTable[kOpCodes] = {
-    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,  Op::Acquire,
-    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,   Op::Record,
-    Op::Record,       Op::Record,       Op::Record,      Op::HealthClaim, Op::Release,
-    Op::Release,      Op::Note,         Op::Note,        Op::Advance,  Op::Advance,
+    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,      Op::Acquire,
+    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,       Op::Record,
+    Op::Record,       Op::Record,       Op::Record,      Op::HealthClaim,  Op::Release,
+    Op::Release,      Op::Note,         Op::Note,        Op::Advance,      Op::Advance,
     Op::Advance,      Op::Advance,      Op::Advance,     Op::HealthResult, Op::Reset,
-    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot, Op::Snapshot,
+    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot,     Op::Snapshot,
     Op::Transitions,  Op::Transitions};
 
 // The first byte of each operation in kOpTable (for writing seeds).

@@ -378,7 +378,7 @@ struct Stats {
                                     // the same acquire is admitted as a new probe
   std::uint64_t unknown_wait = 0;   // HALF_OPEN_FULL rejections with kUnknownWait
   std::uint64_t not_recorded = 0;   // record() / note() that returned false
-  std::uint64_t health[4] = {};      // health results by HealthResult (1..3)
+  std::uint64_t health[4] = {};     // health results by HealthResult (1..3)
 };
 
 class Scenario {

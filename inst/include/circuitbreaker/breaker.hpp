@@ -331,7 +331,8 @@ class BasicBreaker {
     const BreakerState& s = store_.state();
     const std::size_t n = s.log.since(after, out, max);
     for (std::size_t i = 0; i < n; ++i) {
-      out[i].by_health_check = (s.health_closes & TransitionLog::entry_bit(out[i].seq)) != 0;
+      out[i].by_health_check =
+          (s.health_closes & TransitionLog::entry_bit(out[i].seq)) != 0;
     }
     return n;
   }

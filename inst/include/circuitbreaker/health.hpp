@@ -54,7 +54,7 @@ inline const char* health_result_name(HealthResult r) noexcept {
 
 // What claim_health_check() answers.
 struct HealthClaim {
-  bool granted = false;         // run the check now, then report with this claim
+  bool granted = false;          // run the check now, then report with this claim
   std::uint64_t generation = 0;  // the OPEN period the check is for
   // Not granted: until the lease is free (when another caller holds it), or
   // -1 when the breaker is not OPEN (no check is due at all).

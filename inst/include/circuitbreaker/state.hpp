@@ -147,7 +147,8 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
               "the state block is copied and shared as raw bytes");
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
-inline constexpr std::size_t kMaxBreakerStateBytes = 2504;  // 2448 + the health-check block (56)
+inline constexpr std::size_t kMaxBreakerStateBytes =
+    2504;  // 2448 + the health-check block (56)
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker
