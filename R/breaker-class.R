@@ -86,7 +86,9 @@ control_method <- function(op) {
 #' The check runs on the event loop, so while it runs the process serves
 #' nothing else: give it its own short timeout (for example
 #' `httr2::req_timeout()`). One breaker never runs two checks at once in a
-#' process. For a breaker shared by the host's processes
+#' process. A breaker with a check hears its own events (as one with
+#' listeners does), so each rejected call builds its condition object. For a
+#' breaker shared by the host's processes
 #' ([breaker_store_host()]) the processes take turns through a lease in the
 #' shared state: one process runs each interval's check, a process that dies
 #' holding the lease holds it for one interval at most, and every process

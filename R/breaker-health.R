@@ -85,7 +85,14 @@ run_health_check <- function(ref) {
     return(invisible())
   }
   core$health_running <- TRUE
-  on.exit(core$health_running <- FALSE)
+  # A check left by an interrupt (or any condition that unwinds past the
+  # handler below) ends this loop cleanly: the next rejection or transition
+  # starts another.
+  finished <- FALSE
+  on.exit({
+    core$health_running <- FALSE
+    if (!finished) core$health_scheduled <- FALSE
+  })
   failure <- NULL
   passed <- tryCatch(isTRUE(core$health_check()), error = function(e) {
     failure <<- e
@@ -94,6 +101,7 @@ run_health_check <- function(ref) {
   result <- tryCatch(cb_health_result(core$ptr, claim, passed), circuit_breaker_error = function(e) NA)
   core$health_running <- FALSE
   emit(core, "health_check", result = result, condition = failure)
+  finished <- TRUE
   if (identical(result, "failed")) {
     schedule_health_check(ref, health_interval(core))
   } else {
