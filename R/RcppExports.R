@@ -61,6 +61,14 @@ cb_snapshot <- function(ptr) {
     .Call(`_circuitbreaker_cb_snapshot`, ptr)
 }
 
+cb_health_claim <- function(ptr) {
+    .Call(`_circuitbreaker_cb_health_claim`, ptr)
+}
+
+cb_health_result <- function(ptr, claim, passed) {
+    .Call(`_circuitbreaker_cb_health_result`, ptr, claim, passed)
+}
+
 cb_transitions <- function(ptr, after) {
     .Call(`_circuitbreaker_cb_transitions`, ptr, after)
 }

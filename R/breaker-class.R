@@ -63,6 +63,41 @@ control_method <- function(op) {
 #'   share of calls is admitted (the others are rejected as if open), so that a
 #'   recovering dependency is not hit by the whole backlog at once.
 #'
+#' @section Health checks:
+#' With `health_check`, an open breaker need not wait out `recovery_timeout`:
+#' the check runs every `health_interval` seconds, the first one
+#' `health_interval` seconds after this process saw the breaker open (the
+#' transition, a rejected call, or a shared breaker found open when it is
+#' created here). A check that returns `TRUE` closes the breaker at once, as
+#' the last successful probe would (the failure count and the backoff start
+#' over, `ramp_up` applies), even when `half_open_max_calls` asks for several
+#' probes: a health check is a deliberate check of the whole service. Any
+#' other value, or an error, is a failure: the breaker stays open and its
+#' timer and backoff are left as they are (the probe still comes when the
+#' open period ends). A result that arrives after the breaker left that open
+#' period (a probe, `$reset()`, a new opening) changes nothing. The transition
+#' a check makes has the `reason` `"health_check"` (in `$transitions()` and
+#' the `"state_change"` event); each check sends a `"health_check"` event
+#' (see [breaker_events]) and is counted in `$metrics()`
+#' (`health_checks_passed`, `health_checks_failed`, `health_checks_late`,
+#' `last_health_check`, `seconds_since_health_check`) and
+#' [breaker_prometheus()].
+#'
+#' The check runs on the event loop, so while it runs the process serves
+#' nothing else: give it its own short timeout (for example
+#' `httr2::req_timeout()`). One breaker never runs two checks at once in a
+#' process. A breaker with a check hears its own events (as one with
+#' listeners does), so each rejected call builds its condition object. For a
+#' breaker shared by the host's processes
+#' ([breaker_store_host()]) the processes take turns through a lease in the
+#' shared state: one process runs each interval's check, a process that dies
+#' holding the lease holds it for one interval at most, and every process
+#' sees the close. For a fleet ([breaker_store_redis()]) the lease is each
+#' process's own (a fleet-wide one would cost a round trip to Redis per
+#' check), so each process that runs the check may run it once per interval;
+#' a pass closes the fleet's breaker, as a manual command travels, if the
+#' fleet is still in the open period that process knew.
+#'
 #' @section Outcomes:
 #' An error in `request_func` is a failure, unless it inherits from one of the
 #' classes in `ignore`, or is an HTTP error (httr2's `httr2_http_*`, httr's
@@ -106,6 +141,8 @@ control_method <- function(op) {
 #'   shortened.
 #' @param ramp_up Seconds over which calls are let back in after closing; 0 is
 #'   off.
+#' @param health_interval Seconds between health checks while the breaker is
+#'   open (only with a `health_check`): a number in (0, 1e9].
 #' @param failure_when `NULL` or a function of the request's return value that
 #'   returns `TRUE` when the value counts as a failure.
 #' @param ignore `NULL`, a character vector of condition classes, or a
@@ -122,6 +159,12 @@ control_method <- function(op) {
 #' @param respect_retry_after If `TRUE`, a 429 or 503 response with a
 #'   `Retry-After` header that opens the breaker keeps it open at least that
 #'   long, up to `max_recovery_timeout` (one hour when that is `NULL`).
+#' @param health_check `NULL` or a function of no arguments that returns
+#'   `TRUE` when the dependency is healthy. While the breaker is `OPEN` it
+#'   runs every `health_interval` seconds on the event loop of the
+#'   [later](https://later.r-lib.org) package (plumber and Shiny run one; in a
+#'   script, [later::run_now()] runs it), never inside a call of
+#'   `$execute()`. See "Health checks" below.
 #' @param clock `NULL` (the monotonic system clock) or a clock from
 #'   [breaker_manual_clock()].
 #' @param name `NULL` or a single string naming the breaker in messages and
@@ -198,7 +241,8 @@ circuit_breaker <- function(...) {
 #'   (the last failure of the link to Redis, without the password; `NA`
 #'   when there was none).
 #' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
-#'   `seconds_ago`, `from`, `to`). `$history()`: calls, failures, slow calls
+#'   `seconds_ago`, `from`, `to`, `reason`: `"health_check"` for a close a
+#'   health check made, else `NA`). `$history()`: calls, failures, slow calls
 #'   and rejections in 5-second buckets over the last five minutes. See
 #'   [plot.CircuitBreaker()].
 #' * `$on(event, callback)`, `$off(id)`: listeners, see [breaker_events].

@@ -17,6 +17,8 @@
 #   store                 the store the breaker was made with, which answers
 #                         for itself (store.R); absent for the process
 #                         store (read it with core_store())
+#   health_scheduled, health_running
+#                         the health check's loop (breaker-health.R)
 #   view                  a weak reference to the R6 object (breaker_view())
 #   used                  registry recency (registry.R)
 #
@@ -25,6 +27,7 @@
 # view, the registry and the listeners all see the same one.
 
 #' @include checks.R http-outcome.R store.R store-process.R store-host.R store-redis.R otel.R
+#' @include breaker-health.R
 NULL
 
 # The C++ core's arguments (names from its argument table, fetched once).
@@ -64,6 +67,10 @@ r_arguments <- list(
   respect_retry_after = list(
     default = TRUE,
     check = function(x, call) check_bool(x, "respect_retry_after", call = call)
+  ),
+  health_check = list(
+    default = NULL,
+    check = function(x, call) check_health_check(x, call = call)
   )
 )
 
@@ -108,6 +115,7 @@ new_breaker_core <- function(args, call) {
   if (!identical(store, process_store)) core$store <- store
   store_link_news(store)
   otel_attach(core)  # nothing at all unless OpenTelemetry is on (otel.R)
+  health_start(core)
   core
 }
 
@@ -129,6 +137,7 @@ breaker_configure <- function(core, changes, call) {
   core_changes <- changes[intersect(names(changes), core_argument_names())]
   if (length(core_changes)) cb_reconfigure(core$ptr, core_changes)
   for (arg in names(r_changes)) set_r_setting(core, arg, r_changes[[arg]])
+  if ("health_check" %in% names(r_changes)) health_start(core)
   invisible(core)
 }
 
@@ -152,7 +161,7 @@ breaker_metrics <- function(core) {
 breaker_transitions <- function(core) {
   tr <- cb_transitions(core$ptr, 0)
   data.frame(seq = tr$seq, seconds_ago = tr$seconds_ago, from = tr$from, to = tr$to,
-             stringsAsFactors = FALSE)
+             reason = tr$reason, stringsAsFactors = FALSE)
 }
 
 breaker_history <- function(core) {

@@ -5,7 +5,8 @@
 #'
 #' Events and the arguments their listeners receive (by name; a listener may
 #' declare only the ones it needs, or `...`):
-#' * `"state_change"`: `from`, `to` (state names), `breaker`.
+#' * `"state_change"`: `from`, `to` (state names), `reason` (`"health_check"`
+#'   when a passing health check closed the breaker, else `NA`), `breaker`.
 #' * `"success"`: `value` (what the request returned), `breaker`.
 #'   A `DISABLED` breaker records nothing, and sends no `success`, `failure`
 #'   or `ignored` events.
@@ -13,6 +14,11 @@
 #'   condition), `breaker`.
 #' * `"ignored"`: `condition`, `breaker`.
 #' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
+#' * `"health_check"`: `result` (`"passed"`: it closed the breaker;
+#'   `"failed"`; `"late"`: the breaker had left that open period before the
+#'   check returned), `condition` (the error the check raised, or `NULL`),
+#'   `breaker`. See `health_check` in [circuit_breaker()]. The condition is
+#'   passed as it is: log what you need of it, mindful of secrets in messages.
 #'
 #' Listeners run after the C++ core has finished the call's bookkeeping and
 #' any transition it caused, in registration order. On a host- or
@@ -31,7 +37,7 @@
 #' cb$off(id)
 NULL
 
-breaker_event_types <- c("state_change", "success", "failure", "ignored", "rejected")
+breaker_event_types <- c("state_change", "success", "failure", "ignored", "rejected", "health_check")
 
 # Listeners live in the breaker's core, next to at most one reporter (the
 # OpenTelemetry reporting of otel.R, `core$reporter`: a list of functions by
@@ -43,7 +49,11 @@ update_listening <- function(core) {
   cb_set_listening(core$ptr, hears_events(core))
 }
 
-hears_events <- function(core) length(core$listeners) > 0L || !is.null(core$reporter)
+# A breaker with a health check hears its own transitions, to start the
+# check when it opens (breaker-health.R).
+hears_events <- function(core) {
+  length(core$listeners) > 0L || !is.null(core$reporter) || !is.null(core$health_check)
+}
 
 set_listeners <- function(core, listeners) {
   core$listeners <- listeners
@@ -90,6 +100,7 @@ breaker_off <- function(core, id, call) {
 # accept), after reporting any transition the core made first.
 emit <- function(core, event, ...) {
   emit_transitions(core)
+  if (identical(event, "rejected")) health_watch(core)
   report <- core$reporter[[event]]
   if (!is.null(report)) call_reporter(report, event, ...)
   args <- list(...)
@@ -109,14 +120,16 @@ emit_transitions <- function(core) {
   core$seen_transition <- tr$seq[[n]]
   report <- core$reporter$state_change
   for (i in seq_len(n)) {
-    if (!is.null(report)) call_reporter(report, "state_change", tr$from[[i]], tr$to[[i]])
+    if (!is.null(report)) call_reporter(report, "state_change", tr$from[[i]], tr$to[[i]], tr$reason[[i]])
     for (listener in core$listeners) {
       if (identical(listener$event, "state_change")) {
         call_listener(listener$callback, "state_change",
-                      list(from = tr$from[[i]], to = tr$to[[i]], breaker = breaker_view(core)))
+                      list(from = tr$from[[i]], to = tr$to[[i]], reason = tr$reason[[i]],
+                           breaker = breaker_view(core)))
       }
     }
   }
+  if (any(tr$to == "OPEN")) health_watch(core)
   invisible(NULL)
 }
 

@@ -22,6 +22,10 @@ format_breaker <- function(m, config, store) {
   } else if (m$state == "HALF_OPEN" && is.na(wait)) {
     lines <- c(lines, "  probe in flight: the next call may go once it settles")
   }
+  if (!is.na(m$last_health_check %||% NA)) {
+    lines <- c(lines, paste0("  last health check: ", m$last_health_check, ", ",
+                             format(signif(m$seconds_since_health_check, 3)), " s ago"))
+  }
   if (!is.na(m$failure_rate)) {
     lines <- c(lines, paste0("  window: ", m$window_calls, " calls, failure rate ",
                              format(round(m$failure_rate, 3)), ", slow rate ",

@@ -16,9 +16,15 @@
 #'   0 for the one it left, with the attributes `circuit_breaker.name` and
 #'   `circuit_breaker.state` (`CLOSED`, `OPEN`, `HALF_OPEN`, `FORCED_OPEN`,
 #'   `DISABLED`);
+#' * the counter `circuit_breaker.health_checks` (unit `{check}`): health
+#'   checks this process ran (see `health_check` in [circuit_breaker()]), with
+#'   the attributes `circuit_breaker.name` and
+#'   `circuit_breaker.health_check.result` (`passed`, `failed` or `late`);
 #' * span events on the span active at the time (the request being served,
 #'   say): `circuit_breaker.state_change` (attributes `circuit_breaker.name`,
-#'   `circuit_breaker.state.from`, `circuit_breaker.state.to`) and
+#'   `circuit_breaker.state.from`, `circuit_breaker.state.to`, and
+#'   `circuit_breaker.reason` = `"health_check"` when a health check closed
+#'   it) and
 #'   `circuit_breaker.rejected` (`circuit_breaker.name`,
 #'   `circuit_breaker.state`, `circuit_breaker.retry_after` in seconds, when
 #'   known), so that a call a breaker refused is visible in the trace of the
@@ -74,6 +80,9 @@ otel_instruments <- function() {
     ),
     state = meter$create_gauge("circuit_breaker.state",
       description = "1 for the state a circuit breaker is in, 0 for the one it left", unit = "1"
+    ),
+    health_checks = meter$create_counter("circuit_breaker.health_checks",
+      description = "Health checks of an open circuit breaker, by result", unit = "{check}"
     )
   )
 }
@@ -89,14 +98,20 @@ otel_attach <- function(core) {
     attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = outcome)
     function(...) inst$calls$add(1L, attributes = attributes)
   }
-  on_state_change <- function(from, to) {
+  on_state_change <- function(from, to, reason = NA_character_) {
     inst$state$record(0L, attributes = list(circuit_breaker.name = name, circuit_breaker.state = from))
     inst$state$record(1L, attributes = list(circuit_breaker.name = name, circuit_breaker.state = to))
     if (inst$tracing) {
-      otel_span_event("circuit_breaker.state_change", list(
+      attributes <- list(
         circuit_breaker.name = name, circuit_breaker.state.from = from, circuit_breaker.state.to = to
-      ))
+      )
+      if (!is.na(reason)) attributes$circuit_breaker.reason <- reason
+      otel_span_event("circuit_breaker.state_change", attributes)
     }
+  }
+  on_health_check <- function(result, ...) {
+    inst$health_checks$add(1L, attributes = list(circuit_breaker.name = name,
+                                                 circuit_breaker.health_check.result = result))
   }
   rejected_attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = "rejected")
   on_rejected <- function(retry_after, ...) {
@@ -114,7 +129,8 @@ otel_attach <- function(core) {
     failure = count("failure"),
     ignored = count("ignored"),
     rejected = on_rejected,
-    state_change = on_state_change
+    state_change = on_state_change,
+    health_check = on_health_check
   ))
   inst$state$record(1L, attributes = list(circuit_breaker.name = name, circuit_breaker.state = cb_state(core$ptr)))
   invisible(core)

@@ -51,6 +51,9 @@
 #' * `circuitbreaker_slow_calls_total`: calls slower than
 #'   `slow_call_duration`.
 #' * `circuitbreaker_opened_total`: times the breaker opened.
+#' * `circuitbreaker_health_checks_total{breaker, result}`: health checks by
+#'   result (`passed`: it closed the breaker, `failed`, `late`: the breaker
+#'   had left that open period); for a host-shared breaker, the host's.
 #'
 #' @param breakers `NULL` for every registered breaker (see [breaker_list()]),
 #'   a [CircuitBreaker], or a list of them.
@@ -143,7 +146,14 @@ prom_families <- list(
        samples = function(m) prom_field(m, "slow_calls")),
   list(name = "circuitbreaker_opened_total", type = "counter",
        help = "Times the breaker opened.",
-       samples = function(m) prom_field(m, "times_opened"))
+       samples = function(m) prom_field(m, "times_opened")),
+  list(name = "circuitbreaker_health_checks_total", type = "counter",
+       help = "Health checks of the open breaker by result (passed: it closed the breaker, failed, late).",
+       label = "result",
+       samples = function(m) {
+         c(passed = prom_field(m, "health_checks_passed"), failed = prom_field(m, "health_checks_failed"),
+           late = prom_field(m, "health_checks_late"))
+       })
 )
 
 # A metric as a plain number (NaN when it is missing or NA).

@@ -162,6 +162,28 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_health_claim
+SEXP cb_health_claim(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_health_claim(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_health_claim(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_health_result
+SEXP cb_health_result(SEXP ptr, SEXP claim, bool passed);
+RcppExport SEXP _circuitbreaker_cb_health_result(SEXP ptrSEXP, SEXP claimSEXP, SEXP passedSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type claim(claimSEXP);
+    Rcpp::traits::input_parameter< bool >::type passed(passedSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_health_result(ptr, claim, passed));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_transitions
 SEXP cb_transitions(SEXP ptr, SEXP after);
 RcppExport SEXP _circuitbreaker_cb_transitions(SEXP ptrSEXP, SEXP afterSEXP) {
@@ -513,6 +535,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_set_listening", (DL_FUNC) &_circuitbreaker_cb_set_listening, 2},
     {"_circuitbreaker_cb_state", (DL_FUNC) &_circuitbreaker_cb_state, 1},
     {"_circuitbreaker_cb_snapshot", (DL_FUNC) &_circuitbreaker_cb_snapshot, 1},
+    {"_circuitbreaker_cb_health_claim", (DL_FUNC) &_circuitbreaker_cb_health_claim, 1},
+    {"_circuitbreaker_cb_health_result", (DL_FUNC) &_circuitbreaker_cb_health_result, 3},
     {"_circuitbreaker_cb_transitions", (DL_FUNC) &_circuitbreaker_cb_transitions, 2},
     {"_circuitbreaker_cb_is_live", (DL_FUNC) &_circuitbreaker_cb_is_live, 1},
     {"_circuitbreaker_cb_history", (DL_FUNC) &_circuitbreaker_cb_history, 1},

@@ -290,20 +290,63 @@ SEXP cb_snapshot(SEXP ptr) {
        s.has_failure ? seconds(s.now - s.last_failure_at) : NA_REAL},
       {"transitions", count(s.last_transition)},
       {"generation", count(s.generation)},
+      {"health_checks_passed", count(s.health_passed)},
+      {"health_checks_failed", count(s.health_failed)},
+      {"health_checks_late", count(s.health_late)},
+      {"seconds_since_health_check",
+       s.health_last_result != 0 ? seconds(s.now - s.health_last_at) : NA_REAL},
   };
-  const R_xlen_t n = static_cast<R_xlen_t>(std::size(numbers)) + 1;
+  // The state first, the numbers, then the last health check's result.
+  const R_xlen_t n = static_cast<R_xlen_t>(std::size(numbers)) + 2;
   SEXP out = PROTECT(Rf_allocVector(VECSXP, n));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, n));
   SET_VECTOR_ELT(out, 0, Rf_mkString(circuitbreaker::state_name(s.state)));
   SET_STRING_ELT(names, 0, Rf_mkChar("state"));
-  for (R_xlen_t i = 1; i < n; ++i) {
+  for (R_xlen_t i = 1; i < n - 1; ++i) {
     const auto& [name, value] = numbers[i - 1];
     SET_VECTOR_ELT(out, i, Rf_ScalarReal(value));
     SET_STRING_ELT(names, i, Rf_mkChar(name));
   }
+  const auto last = static_cast<circuitbreaker::HealthResult>(s.health_last_result);
+  SET_VECTOR_ELT(out, n - 1,
+                 last == circuitbreaker::HealthResult::None
+                     ? Rf_ScalarString(NA_STRING)
+                     : Rf_mkString(circuitbreaker::health_result_name(last)));
+  SET_STRING_ELT(names, n - 1, Rf_mkChar("last_health_check"));
   Rf_setAttrib(out, R_NamesSymbol, names);
   UNPROTECT(2);
   return out;
+}
+
+// A health check's lease (health.hpp): the claim as raw bytes when granted
+// (run the check, then hand it to cb_health_result()); else the seconds until
+// the lease is free, or NA when the breaker is not OPEN (no check is due).
+// [[Rcpp::export(rng = false)]]
+SEXP cb_health_claim(SEXP ptr) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  const circuitbreaker::HealthClaim c = h.checked(h.breaker->claim_health_check(h.now()));
+  if (!c.granted)
+    return Rf_ScalarReal(c.retry_after < 0 ? NA_REAL : seconds(c.retry_after));
+  SEXP out = Rf_allocVector(RAWSXP, sizeof c);
+  std::memcpy(RAW(out), &c, sizeof c);
+  return out;
+}
+
+// Reports a health check's result for a claim of cb_health_claim(); what the
+// core recorded ("passed", "failed" or "late").
+// [[Rcpp::export(rng = false)]]
+SEXP cb_health_result(SEXP ptr, SEXP claim, bool passed) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  if (TYPEOF(claim) != RAWSXP ||
+      Rf_xlength(claim) != static_cast<R_xlen_t>(sizeof(circuitbreaker::HealthClaim))) {
+    cbr::abort_invalid_object("health-check claim");
+  }
+  circuitbreaker::HealthClaim c;
+  std::memcpy(&c, RAW(claim), sizeof c);
+  c.granted = c.granted ? true : false;  // any byte to a valid bool
+  const circuitbreaker::HealthResult r =
+      h.checked(h.breaker->health_result(c, passed, h.now()));
+  return Rf_mkString(circuitbreaker::health_result_name(r));
 }
 
 // The last transitions with a sequence number above `after`, as a list of
@@ -317,15 +360,18 @@ SEXP cb_transitions(SEXP ptr, SEXP after) {
       after_seq, buf, circuitbreaker::TransitionLog::kCapacity));
   const Nanos now = h.now();
   Rcpp::NumericVector seq(n), ago(n);
-  Rcpp::CharacterVector from(n), to(n);
+  Rcpp::CharacterVector from(n), to(n), reason(n);
   for (std::size_t i = 0; i < n; ++i) {
     seq[i] = static_cast<double>(buf[i].seq);
     ago[i] = seconds(now - buf[i].at);
     from[i] = circuitbreaker::state_name(buf[i].from);
     to[i] = circuitbreaker::state_name(buf[i].to);
+    reason[i] =
+        buf[i].by_health_check ? Rcpp::String("health_check") : Rcpp::String(NA_STRING);
   }
   return Rcpp::List::create(Rcpp::Named("seq") = seq, Rcpp::Named("seconds_ago") = ago,
-                            Rcpp::Named("from") = from, Rcpp::Named("to") = to);
+                            Rcpp::Named("from") = from, Rcpp::Named("to") = to,
+                            Rcpp::Named("reason") = reason);
 }
 
 // Whether the pointer currently holds a live breaker (FALSE after readRDS()

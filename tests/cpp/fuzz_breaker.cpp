@@ -83,6 +83,8 @@ const char* op_name(Op op) {
     case Op::Reconfigure: return "reconfigure";
     case Op::Snapshot: return "snapshot";
     case Op::Transitions: return "transitions_since";
+    case Op::HealthClaim: return "claim_health_check";
+    case Op::HealthResult: return "health_result";
     default: return "?";
   }
 }
@@ -128,6 +130,7 @@ class Run {
     std::uint64_t after = 0;
     std::size_t max = 64;
     Nanos at = now_;
+    std::string health_diff;
     switch (op.type) {
       case Op::Acquire:
       case Op::AcquireLease: {
@@ -214,16 +217,50 @@ class Run {
         max = r_.u8() % 70u;
         break;
       }
+      case Op::HealthClaim: {
+        HeldClaim h{b_->claim_health_check(now_), m_->claim_health(now_)};
+        op.permitted = h.real.granted;
+        op.model_permitted = h.model.granted;
+        if (h.real.granted != h.model.granted ||
+            (h.real.granted && h.real.generation != h.model.generation) ||
+            (!h.real.granted && h.real.retry_after != h.model.retry_after)) {
+          health_diff = "  health claim: breaker " + cbcompare::show(h.real.granted) +
+                        " wait " + cbcompare::show(h.real.retry_after) + ", model " +
+                        cbcompare::show(h.model.granted) + " wait " +
+                        cbcompare::show(h.model.retry_after) + "\n";
+        }
+        if (claims_.size() < kMaxPermits) claims_.push_back(h);
+        break;
+      }
+      case Op::HealthResult: {
+        const std::uint8_t which = r_.u8();
+        const bool passed = (r_.u8() & 1) != 0;
+        op.outcome = passed ? Outcome::Success : Outcome::Failure;
+        if (claims_.empty()) {
+          op.skipped = true;
+          break;
+        }
+        const std::size_t i = which % claims_.size();
+        const HeldClaim h = claims_[i];
+        claims_.erase(claims_.begin() + static_cast<std::ptrdiff_t>(i));
+        const int real = static_cast<int>(b_->health_result(h.real, passed, now_));
+        const int model = static_cast<int>(m_->health_result(h.model, passed, now_));
+        if (real != model) {
+          health_diff = "  health result: breaker " + cbcompare::show(real) + ", model " +
+                        cbcompare::show(model) + "\n";
+        }
+        break;
+      }
       default: break;
     }
     op.now = now_;
     op.after = after;
     op.max = max;
     ops_.push_back(op);
-    std::string extra;
+    std::string extra = health_diff;
     if (returned && op.recorded != model_recorded) {
-      extra = std::string("  recorded: breaker ") + cbcompare::show(op.recorded) +
-              ", model " + cbcompare::show(model_recorded) + "\n";
+      extra += std::string("  recorded: breaker ") + cbcompare::show(op.recorded) +
+               ", model " + cbcompare::show(model_recorded) + "\n";
     }
     check(at, admitted ? &real_adm : nullptr, admitted ? &model_adm : nullptr, after, max,
           extra);
@@ -425,6 +462,11 @@ class Run {
   std::vector<Logged> ops_;
   std::vector<Held> permits_;
   std::vector<std::size_t> outstanding_;
+  struct HeldClaim {
+    cb::HealthClaim real;
+    cbmodel::HealthClaim model;
+  };
+  std::vector<HeldClaim> claims_;  // health-check claims not yet reported
   Nanos now_ = 0;
   Nanos start_ = 0;
   cb::Breaker* b_ = nullptr;

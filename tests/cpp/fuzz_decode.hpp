@@ -5,7 +5,7 @@
 //
 //   input  := config start op*
 //   config := 0xFF                      the defaults (Config{}, rng_seed 0)
-//           | scale field{15}           scale: byte % 10 picks a typical
+//           | scale field{16}           scale: byte % 10 picks a typical
 //                                       duration; each field decodes itself
 //   start  := byte [u64]                the clock's first reading
 //   op     := byte args                 byte % 32 through kOpTable
@@ -76,17 +76,19 @@ enum class Op : std::uint8_t {
   Reconfigure,   // mode-byte (config | field-byte field-bytes [field-byte field-bytes])
   Snapshot,      // advance-byte [args]: compare at a later time without moving the clock
   Transitions,   // after-byte max-byte
+  HealthClaim,   // -: claim_health_check(now), the claim kept
+  HealthResult,  // claim-byte passed-byte: health_result() of a kept claim
   kCount
 };
 
 inline constexpr int kOpCodes = 32;
 inline constexpr Op kOpTable[kOpCodes] = {
-    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,  Op::Acquire,
-    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,   Op::Record,
-    Op::Record,       Op::Record,       Op::Record,      Op::Record,   Op::Release,
-    Op::Release,      Op::Note,         Op::Note,        Op::Advance,  Op::Advance,
-    Op::Advance,      Op::Advance,      Op::Advance,     Op::Advance,  Op::Reset,
-    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot, Op::Snapshot,
+    Op::Acquire,      Op::Acquire,      Op::Acquire,     Op::Acquire,      Op::Acquire,
+    Op::AcquireLease, Op::AcquireLease, Op::Record,      Op::Record,       Op::Record,
+    Op::Record,       Op::Record,       Op::Record,      Op::HealthClaim,  Op::Release,
+    Op::Release,      Op::Note,         Op::Note,        Op::Advance,      Op::Advance,
+    Op::Advance,      Op::Advance,      Op::Advance,     Op::HealthResult, Op::Reset,
+    Op::ForceOpen,    Op::Disable,      Op::Reconfigure, Op::Snapshot,     Op::Snapshot,
     Op::Transitions,  Op::Transitions};
 
 // The first byte of each operation in kOpTable (for writing seeds).
@@ -108,7 +110,7 @@ inline cb::Outcome decode_outcome(std::uint8_t b) {
 
 inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1,
                                        1,    30,   3600, 1e6,  1e9};
-inline constexpr int kConfigFields = 15;  // the 14 of the argument table, then rng_seed
+inline constexpr int kConfigFields = 16;  // the 15 of the argument table, then rng_seed
 inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
 class ConfigDecoder {
@@ -291,6 +293,7 @@ class ConfigDecoder {
         break;
       }
       case 13: c.ramp_up = (r_.u8() & 1) ? duration(true) : 0.0; break;
+      case 14: c.health_interval = duration(false); break;
       default: c.rng_seed = r_.u64(); break;
     }
   }

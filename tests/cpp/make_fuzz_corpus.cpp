@@ -41,7 +41,8 @@ Bytes family_bytes(std::uint8_t scale, std::initializer_list<std::uint8_t> field
                    std::uint64_t seed, std::initializer_list<std::uint8_t> start) {
   Bytes b{scale};
   b.insert(b.end(), fields);
-  put64(b, seed);  // field 14
+  b.push_back(1);  // field 14: health_interval, the scale
+  put64(b, seed);  // field 15
   b.insert(b.end(), start);
   return b;
 }
@@ -134,6 +135,13 @@ struct Script {
   void snapshot(std::uint8_t sel) {
     op(Op::Snapshot);
     b.push_back(sel);
+  }
+  void reset() { op(Op::Reset); }
+  void health_claim() { op(Op::HealthClaim); }
+  void health_result(std::uint8_t which, bool passed) {
+    op(Op::HealthResult);
+    b.push_back(which);
+    b.push_back(passed ? 1 : 0);
   }
   void transitions(std::uint8_t after, std::uint8_t max) {
     op(Op::Transitions);
@@ -295,6 +303,27 @@ Bytes ramp_up() {
   return s.b;
 }
 
+// Health checks while OPEN: a claim refused within the interval, a failed
+// check, a pass that closes, and a late one after a reset and a re-opening.
+Bytes health_checks() {
+  Script s;
+  for (int i = 0; i < 6; ++i) s.call(9);
+  s.health_claim();
+  s.health_claim();  // the same interval: refused
+  s.health_result(0, false);
+  s.advance(1);
+  s.health_claim();
+  s.health_result(1, true);  // closes
+  s.transitions(0, 64);
+  for (int i = 0; i < 6; ++i) s.call(9);
+  s.health_claim();
+  s.reset();
+  for (int i = 0; i < 6; ++i) s.call(9);
+  s.health_result(0, true);  // late
+  s.call(0);
+  return s.b;
+}
+
 bool write_file(const std::string& path, const Bytes& b) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return false;
@@ -321,7 +350,8 @@ int main(int argc, char** argv) {
                               {"reconfigure", reconfigure_half_open},
                               {"buckets", walk_buckets},
                               {"ramp", ramp_up},
-                              {"lease", leased_probes}};
+                              {"lease", leased_probes},
+                              {"health", health_checks}};
   std::mt19937_64 rng(20240601);
   std::size_t files = 0, bytes = 0;
   for (const Family& fam : families()) {

@@ -51,6 +51,7 @@ inline std::string describe(const Config& c) {
     << " backoff_multiplier=" << c.backoff_multiplier
     << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
     << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up
+    << " health_interval=" << c.health_interval
     << " rng_seed=" << (c.rng_seed ? std::to_string(*c.rng_seed) : std::string("NULL"));
   return o.str();
 }
@@ -154,6 +155,12 @@ inline void compare(Diff& d, const cb::Snapshot& a, const cbmodel::Snapshot& m) 
   d.check("consecutive_opens", a.consecutive_opens, m.consecutive_opens);
   d.check("ramp_share", a.ramp_share, m.ramp_share);
   d.check("last_transition", a.last_transition, m.last_transition);
+  d.check("health_passed", a.health_passed, m.health_passed);
+  d.check("health_failed", a.health_failed, m.health_failed);
+  d.check("health_late", a.health_late, m.health_late);
+  d.check("health_last_result", static_cast<int>(a.health_last_result),
+          m.health_last_result);
+  d.check("health_last_at", a.health_last_at, m.health_last_at);
 }
 
 inline cbmodel::Kind kind_of(cb::PermitKind k) {
@@ -192,6 +199,7 @@ inline void compare_log(Diff& d, const cb::Transition* a, std::size_t n,
     d.check_at(list, i, "at", a[i].at, m[i].at);
     d.check_at(list, i, "from", a[i].from, m[i].from);
     d.check_at(list, i, "to", a[i].to, m[i].to);
+    d.check_at(list, i, "by_health_check", a[i].by_health_check, m[i].by_health_check);
   }
 }
 

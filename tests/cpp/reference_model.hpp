@@ -70,7 +70,17 @@ struct Transition {
   Nanos at = 0;
   State from = State::Closed;
   State to = State::Closed;
+  bool by_health_check = false;  // a passing health check closed the breaker
 };
+
+// A health check's lease, as claim_health() grants it.
+struct HealthClaim {
+  bool granted = false;
+  std::uint64_t generation = 0;
+  Nanos retry_after = -1;  // not granted: until the lease is free; -1 not OPEN
+};
+// What a health check's result did: 1 passed (closed), 2 failed, 3 late.
+enum class HealthDone { Passed = 1, Failed = 2, Late = 3 };
 
 // One bucket of the activity history: the calls (recorded results, the same
 // ones totals.calls counts), failures, slow calls and rejections whose time
@@ -99,6 +109,9 @@ struct Snapshot {
   std::uint64_t consecutive_opens = 0;
   double ramp_share = 1;
   std::uint64_t last_transition = 0;
+  std::uint64_t health_passed = 0, health_failed = 0, health_late = 0;
+  int health_last_result = 0;  // 0: none yet, else a HealthDone
+  Nanos health_last_at = 0;
 };
 
 class Model {
@@ -272,6 +285,44 @@ class Model {
       close(now);
   }
 
+  // Health checks: only while OPEN, one lease per health_interval within
+  // one OPEN period (a new period frees it at once); a pass closes as the
+  // last successful probe would, a failure changes nothing but its count,
+  // and a result for a claim of another period (or never granted) is late.
+  HealthClaim claim_health(Nanos now) {
+    expire_probes(now);
+    HealthClaim c;
+    if (state_ != State::Open) return c;
+    if (health_lease_generation_ == generation_ && now < health_due_) {
+      c.retry_after = health_due_ - now;
+      return c;
+    }
+    health_lease_generation_ = generation_;
+    health_due_ = s_.health_interval >= kNever - now ? kNever : now + s_.health_interval;
+    c.granted = true;
+    c.generation = generation_;
+    return c;
+  }
+
+  HealthDone health_result(const HealthClaim& c, bool passed, Nanos now) {
+    expire_probes(now);
+    health_last_at_ = now;
+    HealthDone d = HealthDone::Late;
+    if (!c.granted || c.generation != generation_ || state_ != State::Open) {
+      health_late_ += 1;
+    } else if (passed) {
+      health_passed_ += 1;
+      close(now);
+      log_.back().by_health_check = true;
+      d = HealthDone::Passed;
+    } else {
+      health_failed_ += 1;
+      d = HealthDone::Failed;
+    }
+    health_last_result_ = static_cast<int>(d);
+    return d;
+  }
+
   // ---- observation --------------------------------------------------------
 
   Snapshot snapshot(Nanos now) const {
@@ -311,6 +362,11 @@ class Model {
       if (elapsed < s_.ramp_up) r.ramp_share = double(elapsed) / double(s_.ramp_up);
     }
     r.last_transition = log_.empty() ? 0 : log_.back().seq;
+    r.health_passed = health_passed_;
+    r.health_failed = health_failed_;
+    r.health_late = health_late_;
+    r.health_last_result = health_last_result_;
+    r.health_last_at = health_last_at_;
     return r;
   }
 
@@ -618,6 +674,13 @@ class Model {
   bool ramping_ = false;
   Nanos ramp_started_ = 0;
   double ramp_credit_ = 0;
+
+  // Health checks: the lease (generation 0: none taken) and the counts.
+  std::uint64_t health_lease_generation_ = 0;
+  Nanos health_due_ = 0;
+  std::uint64_t health_passed_ = 0, health_failed_ = 0, health_late_ = 0;
+  int health_last_result_ = 0;
+  Nanos health_last_at_ = 0;
 
   std::uint64_t rng_ = 0;
   Counters totals_;

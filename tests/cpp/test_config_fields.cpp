@@ -128,7 +128,8 @@ TEST_CASE("the argument table: order, kinds, defaults", "[config][fields]") {
                          "backoff_multiplier",
                          "max_recovery_timeout",
                          "jitter",
-                         "ramp_up"};
+                         "ramp_up",
+                         "health_interval"};
   REQUIRE(cb::kConfigFieldCount == sizeof(order) / sizeof(order[0]));
   const Config defaults;
   for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
@@ -168,13 +169,14 @@ TEST_CASE("the argument table: order, kinds, defaults", "[config][fields]") {
   CHECK(cb::kDefaultBackoffMultiplier == 1);
   CHECK(cb::kDefaultJitter == 0);
   CHECK(cb::kDefaultRampUp == 0);
+  CHECK(cb::kDefaultHealthInterval == 5);
 }
 
 TEST_CASE("config_get / config_set round-trip every field", "[config][fields]") {
   Config c;
   double values[cb::kConfigFieldCount];
   // A valid, non-default configuration written field by field in table order.
-  const double wanted[] = {3, 12, 0.5, 1, 120, 7, 2, 0.4, 2, 9, 2, 600, 0.25, 4};
+  const double wanted[] = {3, 12, 0.5, 1, 120, 7, 2, 0.4, 2, 9, 2, 600, 0.25, 4, 1.5};
   static_assert(sizeof(wanted) / sizeof(wanted[0]) == cb::kConfigFieldCount);
   for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
     cb::config_set(c, cb::kConfigFields[i], wanted[i]);

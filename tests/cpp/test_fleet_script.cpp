@@ -435,3 +435,47 @@ TEST_CASE("a probe sent on local rules counts once in the fleet's next half-open
 }
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
+
+TEST_CASE("a health check's pass closes the fleet only in the open period it knew",
+          "[fleet-script][health]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) return skipped();
+  cb::Config c;
+  c.failure_threshold = 1;
+  c.recovery_timeout = 30;
+  const cb::Settings s = cb::make_settings(c);
+  Fleet fleet{conn, "{t:health}", cb::config_fingerprint(c), cb::fleet_rules(s)};
+  cb::FleetReport trip;
+  trip.state = cb::State::Open;
+  trip.tripped = true;
+  trip.open_ms = 30000;
+  const cb::FleetReply open = fleet.send(trip);
+  REQUIRE(open.state == cb::State::Open);
+  // A pass reported with an older generation (the fleet moved on since that
+  // process knew it): nothing.
+  cb::FleetReport stale;
+  stale.known_generation = open.generation - 1;
+  stale.command = cb::FleetCommand::HealthClose;
+  CHECK(fleet.send(stale).state == cb::State::Open);
+  // A pass of the current open period closes the fleet, backoff reset.
+  cb::FleetReport pass;
+  pass.known_generation = open.generation;
+  pass.command = cb::FleetCommand::HealthClose;
+  const cb::FleetReply closed = fleet.send(pass);
+  CHECK(closed.state == cb::State::Closed);
+  CHECK(closed.generation == open.generation + 1);
+  CHECK(closed.consecutive_opens == 0);
+  // Not OPEN (closed, or forced open by hand): a pass changes nothing.
+  cb::FleetReport again = pass;
+  again.known_generation = closed.generation;
+  CHECK(fleet.send(again).generation == closed.generation);
+  cb::FleetReport force;
+  force.known_generation = closed.generation;
+  force.command = cb::FleetCommand::ForceOpen;
+  const cb::FleetReply forced = fleet.send(force);
+  REQUIRE(forced.state == cb::State::ForcedOpen);
+  cb::FleetReport late = pass;
+  late.known_generation = forced.generation;
+  CHECK(fleet.send(late).state == cb::State::ForcedOpen);
+}

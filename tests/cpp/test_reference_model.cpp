@@ -205,6 +205,7 @@ class ConfigGen {
   }
   void roll_ramp(Config& c) { c.ramp_up = r_.chance(0.5) ? 0.0 : duration(true); }
   void roll_seed(Config& c) { c.rng_seed = r_.bits(); }
+  void roll_health(Config& c) { c.health_interval = duration(false); }
 
   Config fresh() {
     if (r_.chance(0.3)) new_scale();
@@ -221,6 +222,7 @@ class ConfigGen {
     roll_half_open(c);
     roll_backoff(c);
     roll_ramp(c);
+    roll_health(c);
     roll_seed(c);
     return fix(c);
   }
@@ -230,7 +232,7 @@ class ConfigGen {
   Config mutate(Config c) {
     const int n = r_.chance(0.7) ? 1 : 2;
     for (int i = 0; i < n; ++i) {
-      switch (r_.below(10)) {
+      switch (r_.below(11)) {
         case 0: roll_failure_threshold(c); break;
         case 1: roll_recovery(c); break;
         case 2: roll_rate(c); break;
@@ -240,6 +242,7 @@ class ConfigGen {
         case 6: roll_half_open(c); break;
         case 7: roll_backoff(c); break;
         case 8: roll_ramp(c); break;
+        case 9: roll_health(c); break;
         default: roll_seed(c); break;
       }
     }
@@ -282,7 +285,9 @@ enum class OpType {
   Reset,
   ForceOpen,
   Disable,
-  Reconfigure
+  Reconfigure,
+  HealthClaim,  // claim_health_check()
+  HealthResult  // health_result() of a claim held (passed: outcome Success)
 };
 
 struct Op {
@@ -303,6 +308,13 @@ struct Held {
   std::size_t id = 0;
   cb::Permit real;
   cbmodel::Permit model;
+};
+
+// A health-check claim of both (granted or not: reporting an ungranted one
+// is late).
+struct HeldClaim {
+  cb::HealthClaim real;
+  cbmodel::HealthClaim model;
 };
 
 std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
@@ -341,6 +353,12 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
     case OpType::ForceOpen: o << "force_open()"; break;
     case OpType::Disable: o << "disable()"; break;
     case OpType::Reconfigure: o << "reconfigure(config #" << op.config << ")"; break;
+    case OpType::HealthClaim:
+      o << "claim_health_check() -> " << (op.permitted ? "granted" : "not granted");
+      break;
+    case OpType::HealthResult:
+      o << "health_result(" << (op.outcome == Outcome::Success ? "pass" : "fail") << ")";
+      break;
   }
   o << "   | then transitions_since(" << op.after << ", " << op.max << ")";
   return o.str();
@@ -360,6 +378,7 @@ struct Stats {
                                     // the same acquire is admitted as a new probe
   std::uint64_t unknown_wait = 0;   // HALF_OPEN_FULL rejections with kUnknownWait
   std::uint64_t not_recorded = 0;   // record() / note() that returned false
+  std::uint64_t health[4] = {};     // health results by HealthResult (1..3)
 };
 
 class Scenario {
@@ -477,6 +496,35 @@ class Scenario {
       op.recorded = breaker_->note(op.outcome, now_);
       model_recorded = model_->note(op.outcome, now_);
       returned = true;
+    } else if (dice >= 930 && dice < 955) {
+      if (claims_.empty() || rng_.chance(0.5)) {
+        op.type = OpType::HealthClaim;
+        HeldClaim h{breaker_->claim_health_check(now_), model_->claim_health(now_)};
+        op.permitted = h.real.granted;
+        if (h.real.granted != h.model.granted ||
+            (h.real.granted && h.real.generation != h.model.generation) ||
+            (!h.real.granted && h.real.retry_after != h.model.retry_after)) {
+          extra_ = "  health claim: breaker " + show(h.real.granted) + " gen " +
+                   show(h.real.generation) + " wait " + show(h.real.retry_after) +
+                   ", model " + show(h.model.granted) + " gen " +
+                   show(h.model.generation) + " wait " + show(h.model.retry_after) + "\n";
+        }
+        if (h.real.granted || rng_.chance(0.2)) claims_.push_back(h);
+      } else {
+        op.type = OpType::HealthResult;
+        const std::size_t i = static_cast<std::size_t>(rng_.below(claims_.size()));
+        const HeldClaim h = claims_[i];
+        claims_.erase(claims_.begin() + static_cast<std::ptrdiff_t>(i));
+        const bool passed = rng_.chance(0.4);
+        op.outcome = passed ? Outcome::Success : Outcome::Failure;
+        const cb::HealthResult r = breaker_->health_result(h.real, passed, now_);
+        const cbmodel::HealthDone m = model_->health_result(h.model, passed, now_);
+        ++stats.health[static_cast<int>(r) & 3];
+        if (static_cast<int>(r) != static_cast<int>(m)) {
+          extra_ = "  health result: breaker " + show(static_cast<int>(r)) + ", model " +
+                   show(static_cast<int>(m)) + "\n";
+        }
+      }
     } else if (dice < 955) {
       op.type = OpType::Advance;
       op.value = advance_by();
@@ -510,7 +558,8 @@ class Scenario {
     op.max = static_cast<std::size_t>(rng_.chance(0.8) ? 40 : rng_.below(40));
     ops_.push_back(op);
     if (returned && !op.recorded) ++stats.not_recorded;
-    std::string extra;
+    std::string extra = std::move(extra_);
+    extra_.clear();
     if (returned && op.recorded != model_recorded) {
       extra = std::string("  recorded: breaker ") + show(op.recorded) + ", model " +
               show(model_recorded) + "\n";
@@ -696,6 +745,8 @@ class Scenario {
   std::vector<Op> ops_;
   std::vector<Held> permits_;
   std::vector<std::size_t> outstanding_;
+  std::vector<HeldClaim> claims_;  // health-check claims not yet reported
+  std::string extra_;              // a health operation's divergence, for check()
   Nanos now_ = 0;
   Nanos start_ = 0;
   std::uint64_t seen_seq_ = 0;
@@ -749,9 +800,11 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
                 " (noticed after their re-opening ended %" PRIu64
                 "), probes leased by the caller %" PRIu64 ", unknown waits %" PRIu64
                 ", late results %" PRIu64 ", slow calls %" PRIu64
-                ", not recorded %" PRIu64 "\n  transitions:",
+                ", not recorded %" PRIu64 "\n  health checks passed %" PRIu64
+                ", failed %" PRIu64 ", late %" PRIu64 "\n  transitions:",
                 stats.expired, stats.late_expiry, stats.leased_probes, stats.unknown_wait,
-                stats.late, stats.slow, stats.not_recorded);
+                stats.late, stats.slow, stats.not_recorded, stats.health[1],
+                stats.health[2], stats.health[3]);
     for (int from = 0; from < cb::kStateCount; ++from) {
       for (int to = 0; to < cb::kStateCount; ++to) {
         if (stats.transitions[from][to] != 0) {
@@ -777,5 +830,9 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
     CHECK(stats.late_expiry > 0);
     CHECK(stats.unknown_wait > 0);
     CHECK(stats.not_recorded > 0);
+    // Health checks passed, failed and came late.
+    CHECK(stats.health[1] > 0);
+    CHECK(stats.health[2] > 0);
+    CHECK(stats.health[3] > 0);
   }
 }

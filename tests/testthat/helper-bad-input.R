@@ -57,6 +57,7 @@ breaker_arguments_valid <- list(
   max_recovery_timeout = null_or(function(x) is_seconds(x, TRUE) && x >= 30),
   jitter = function(x) is_single_number(x) && x >= 0 && x <= 1,
   ramp_up = function(x) is_seconds(x, TRUE),
+  health_interval = function(x) is_seconds(x, FALSE),
   failure_when = null_or(is.function),
   ignore = null_or(function(x) {
     is.function(x) || (is.character(x) && length(x) > 0 && !anyNA(x) && all(nzchar(x)) && !is.object(x))
@@ -66,6 +67,7 @@ breaker_arguments_valid <- list(
     is.numeric(x) && !is.object(x) && !anyNA(x) && all(x == floor(x)) && all(x >= 100 & x <= 599)
   },
   respect_retry_after = is_flag,
+  health_check = null_or(is.function),
   clock = is.null,
   name = null_or(function(x) is_string(x) && nchar(x, type = "bytes") <= 1000),
   store = is.null  # or a store object, which bad_values has none of

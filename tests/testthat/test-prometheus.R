@@ -71,7 +71,7 @@ test_that("every metric family has HELP and TYPE lines, in one group", {
     circuitbreaker_slow_call_rate = "gauge", circuitbreaker_window_calls = "gauge",
     circuitbreaker_seconds_until_probe = "gauge", circuitbreaker_consecutive_failures = "gauge",
     circuitbreaker_calls_total = "counter", circuitbreaker_slow_calls_total = "counter",
-    circuitbreaker_opened_total = "counter"
+    circuitbreaker_opened_total = "counter", circuitbreaker_health_checks_total = "counter"
   )
   expect_setequal(sub("^# TYPE (\\S+) .*$", "\\1", grep("^# TYPE ", lines, value = TRUE)), names(types))
   for (metric in names(types)) {
@@ -150,7 +150,7 @@ test_that("no breakers: HELP and TYPE lines only, still valid", {
   text <- breaker_prometheus(list())
   lines <- strsplit(text, "\n", fixed = TRUE)[[1]]
   expect_true(all(startsWith(lines, "# ")))
-  expect_length(lines, 20L)
+  expect_length(lines, 22L)
   expect_promtool_ok(text)
 })
 

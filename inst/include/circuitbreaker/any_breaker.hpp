@@ -23,6 +23,7 @@
 
 #include "breaker.hpp"
 #include "config.hpp"
+#include "health.hpp"
 #include "history.hpp"
 #include "permit.hpp"
 #include "snapshot.hpp"
@@ -72,6 +73,11 @@ class AnyBreaker {
   virtual std::size_t transitions_since(std::uint64_t after, Transition* out,
                                         std::size_t max) const = 0;
   virtual std::size_t history(Nanos now, ActivityBucket* out) = 0;
+  // A health check's lease and its result (health.hpp): the store decides
+  // who may run the check (one process of a host for the host store) and
+  // where a pass goes (the fleet, for the fleet store).
+  virtual HealthClaim claim_health_check(Nanos now) = 0;
+  virtual HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) = 0;
 
   // Whether the store may still be used at all (a host segment whose header
   // was overwritten, or whose lock was found unrecoverable, may not).
@@ -128,6 +134,12 @@ class ProcessHandle final : public AnyBreaker {
   }
   std::size_t history(Nanos now, ActivityBucket* out) override {
     return breaker_.history(now, out);
+  }
+  HealthClaim claim_health_check(Nanos now) override {
+    return breaker_.claim_health_check(now);
+  }
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
+    return breaker_.health_result(c, passed, now);
   }
 
  private:

@@ -42,6 +42,7 @@
 
 #include "admission.hpp"
 #include "config.hpp"
+#include "health.hpp"
 #include "history.hpp"
 #include "lock.hpp"
 #include "permit.hpp"
@@ -261,6 +262,52 @@ class BasicBreaker {
     }
   }
 
+  // A health check's lease (health.hpp): granted while OPEN when no check of
+  // this OPEN period started less than health_interval ago; the caller then
+  // runs its check (never under the lock) and reports with health_result().
+  // `owner` names the holder (a pid; 0: untracked): a dead holder's lease
+  // simply runs out with its interval.
+  HealthClaim claim_health_check(Nanos now, std::uint32_t owner = 0) noexcept {
+    const Critical section(*this, now, kExpireProbes);
+    BreakerState& s = st();
+    HealthClaim c;
+    if (!health_lease_free(s.state, s.generation, s.health_generation, s.health_due_at,
+                           now)) {
+      if (s.state == State::Open) c.retry_after = s.health_due_at - now;
+      return c;
+    }
+    s.health_generation = s.generation;
+    s.health_due_at = saturating_add(now, settings_.health_interval);
+    s.health_owner = owner;
+    c.granted = true;
+    c.generation = s.generation;
+    return c;
+  }
+
+  // The result of the check a claim_health_check() granted: a pass closes the
+  // breaker if it is still in that OPEN period; a failure moves nothing; a
+  // result for a period that is over (or for a claim never granted) is late.
+  // Returns what was recorded.
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) noexcept {
+    const Critical section(*this, now, kExpireProbes);
+    BreakerState& s = st();
+    s.health_last_at = now;
+    HealthResult r = HealthResult::Late;
+    if (!c.granted || c.generation != s.generation || s.state != State::Open) {
+      ++s.health_late;
+    } else if (passed) {
+      ++s.health_passed;
+      close(now);
+      s.health_closes |= TransitionLog::entry_bit(s.log.last_seq());
+      r = HealthResult::Passed;
+    } else {
+      ++s.health_failed;
+      r = HealthResult::Failed;
+    }
+    s.health_last_result = r;
+    return r;
+  }
+
   // Rejections a store still holds pending count in the totals (history()
   // folds them in).
   Snapshot snapshot(Nanos now) const noexcept {
@@ -281,7 +328,13 @@ class BasicBreaker {
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const noexcept {
     LockGuard<Lock> guard(store_.lock());
-    return store_.state().log.since(after, out, max);
+    const BreakerState& s = store_.state();
+    const std::size_t n = s.log.since(after, out, max);
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i].by_health_check =
+          (s.health_closes & TransitionLog::entry_bit(out[i].seq)) != 0;
+    }
+    return n;
   }
 
   // Activity in the last kHistoryBuckets buckets; `out` holds that many.
@@ -347,6 +400,7 @@ class BasicBreaker {
   void transition(State to, Nanos at) noexcept {
     BreakerState& s = st();
     s.log.push(at, s.state, to);
+    s.health_closes &= ~TransitionLog::entry_bit(s.log.last_seq());  // an entry reused
     s.state = to;
     ++s.generation;
     s.state_since = at;
@@ -471,7 +525,7 @@ class Breaker : public BasicBreaker<LocalStore<SpinLock>> {
   Breaker(const Settings& settings, Nanos now) noexcept : BasicBreaker(settings, now) {}
 };
 
-inline constexpr std::size_t kMaxBreakerBytes = 2600;
+inline constexpr std::size_t kMaxBreakerBytes = 2656;  // 2600 + the health-check block
 static_assert(sizeof(Breaker) <= kMaxBreakerBytes, "the breaker grew");
 
 }  // namespace circuitbreaker

@@ -26,6 +26,7 @@
 #include "config.hpp"
 #include "config_fields.hpp"
 #include "config_identity.hpp"
+#include "health.hpp"
 #include "window.hpp"
 #include "history.hpp"
 #include "permit.hpp"

@@ -59,7 +59,8 @@ inline constexpr double kDefaultRecoveryTimeout = 30;  // seconds
 inline constexpr double kDefaultHalfOpenMaxCalls = 1;
 inline constexpr double kDefaultBackoffMultiplier = 1;
 inline constexpr double kDefaultJitter = 0;
-inline constexpr double kDefaultRampUp = 0;  // seconds; 0 = off
+inline constexpr double kDefaultRampUp = 0;          // seconds; 0 = off
+inline constexpr double kDefaultHealthInterval = 5;  // seconds (health.hpp)
 
 // Defaults of the optional window parameters (when left unset).
 inline constexpr double kDefaultCountWindow = 100;   // calls
@@ -89,6 +90,9 @@ struct Config {
   double jitter = kDefaultJitter;              // [0, 1]
 
   double ramp_up = kDefaultRampUp;  // seconds; 0 = off
+  // Seconds between health checks while OPEN (health.hpp); the check itself
+  // is the caller's (a binding runs it).
+  double health_interval = kDefaultHealthInterval;
 
   // Seed of the jitter generator, applied on construction and on every
   // reconfigure(); empty: a fresh seed from entropy each time. Not a rule, so
@@ -121,6 +125,8 @@ inline constexpr const char* kSecondsFrom0 =
 inline constexpr const char* kNullOrSecondsFrom0 =
     "NULL or a number of seconds from 0 to " CIRCUITBREAKER_S_(
         CIRCUITBREAKER_MAX_SECONDS);
+inline constexpr const char* kPositiveSeconds =
+    "a number of seconds in (0, " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_SECONDS) "]";
 inline constexpr const char* kNullOrPositiveSeconds =
     "NULL or a number of seconds in (0, " CIRCUITBREAKER_S_(
         CIRCUITBREAKER_MAX_SECONDS) "]";
@@ -214,6 +220,8 @@ inline ConfigError validate(const Config& c) noexcept {
   if (!(c.jitter >= 0 && c.jitter <= 1)) return {"jitter", "a number from 0 to 1"};
 
   if (!is_duration(c.ramp_up, true)) return {"ramp_up", detail::kSecondsFrom0};
+  if (!is_duration(c.health_interval, false))
+    return {"health_interval", detail::kPositiveSeconds};
   return {};
 }
 
@@ -233,6 +241,7 @@ struct Settings {
   Nanos max_open_hint;         // cap of an opening asked for by the caller
   double jitter;
   Nanos ramp_up;                          // 0: off
+  Nanos health_interval;                  // between health checks (health.hpp)
   std::optional<std::uint64_t> rng_seed;  // empty: seed from entropy
   std::uint32_t window_calls;             // count window size
   std::uint32_t half_open_max_calls;
@@ -283,6 +292,7 @@ inline Settings make_settings(const Config& c) noexcept {
                                            : seconds_to_nanos(kDefaultMaxOpenHint);
   s.jitter = c.jitter;
   s.ramp_up = seconds_to_nanos(c.ramp_up);
+  s.health_interval = seconds_to_nanos(c.health_interval);
   s.rng_seed = c.rng_seed;
   return s;
 }

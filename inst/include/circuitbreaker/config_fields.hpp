@@ -61,11 +61,13 @@ inline constexpr FieldInfo kConfigFields[] = {
     detail::optional_field("max_recovery_timeout", &Config::max_recovery_timeout),
     detail::number_field("jitter", &Config::jitter, kDefaultJitter),
     detail::number_field("ramp_up", &Config::ramp_up, kDefaultRampUp),
+    detail::number_field("health_interval", &Config::health_interval,
+                         kDefaultHealthInterval),
 };
 
 inline constexpr std::size_t kConfigFieldCount =
     sizeof(kConfigFields) / sizeof(kConfigFields[0]);
-static_assert(kConfigFieldCount == 14, "one entry per user-facing Config argument");
+static_assert(kConfigFieldCount == 15, "one entry per user-facing Config argument");
 
 // The entry named `name`, or nullptr.
 inline const FieldInfo* find_config_field(const char* name) noexcept {

@@ -162,6 +162,11 @@ inline Snapshot make_snapshot(const BreakerState& st, const Settings& s,
     }
   }
   r.last_transition = st.log.last_seq();
+  r.health_passed = st.health_passed;
+  r.health_failed = st.health_failed;
+  r.health_late = st.health_late;
+  r.health_last_result = static_cast<std::uint8_t>(st.health_last_result);
+  r.health_last_at = st.health_last_at;
   return r;
 }
 

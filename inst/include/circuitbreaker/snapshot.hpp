@@ -49,6 +49,10 @@ struct Snapshot {
   std::uint64_t consecutive_opens = 0;
   double ramp_share = 1;  // share of calls admitted (ramp-up after closing)
   std::uint64_t last_transition = 0;
+  // Health checks (health.hpp): counts by result, the last result and when.
+  std::uint64_t health_passed = 0, health_failed = 0, health_late = 0;
+  std::uint8_t health_last_result = 0;  // a HealthResult
+  Nanos health_last_at = 0;
 };
 
 }  // namespace circuitbreaker

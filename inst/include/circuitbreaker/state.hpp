@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "health.hpp"
 #include "history.hpp"
 #include "permit.hpp"
 #include "probe_slots.hpp"
@@ -47,6 +48,25 @@ struct BreakerState {
   TimeWindow time_window;
   TransitionLog log;
   ActivityHistory history;
+
+  // --- Health checks (health.hpp). One block, kept at the end. ---
+  // The lease: no check may start before health_due_at in the OPEN period
+  // of generation health_generation (0: no lease taken yet); its holder's
+  // owner id (a pid for the host store; 0: untracked).
+  Nanos health_due_at = 0;
+  std::uint64_t health_generation = 0;
+  // The last result reported (HealthResult) and when.
+  Nanos health_last_at = 0;
+  std::uint64_t health_passed = 0;  // checks that passed and closed the breaker
+  std::uint64_t health_failed = 0;  // checks that failed or raised an error
+  std::uint64_t health_late = 0;    // results for an OPEN period that was over
+  std::uint32_t health_owner = 0;
+  // Which of the transition log's entries a passing check made: bit
+  // (seq - 1) % TransitionLog::kCapacity, cleared when the entry is reused,
+  // so that events can say why the breaker closed.
+  std::uint32_t health_closes = 0;
+  HealthResult health_last_result = HealthResult::None;
+  std::uint8_t health_unused_[7] = {};  // explicit, so that nothing is padding
 };
 
 inline AdmissionView admission_view(const BreakerState& s) noexcept {
@@ -89,7 +109,9 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          s.jitter_factor >= 0 && s.jitter_factor <= 1 && std::isfinite(s.ramp_credit) &&
          s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() &&
          s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
-         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid();
+         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid() &&
+         health_due_valid(s.health_due_at) && time_valid(s.health_last_at) &&
+         static_cast<int>(s.health_last_result) < kHealthResultCount;
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
@@ -125,7 +147,8 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
               "the state block is copied and shared as raw bytes");
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
-inline constexpr std::size_t kMaxBreakerStateBytes = 2448;
+inline constexpr std::size_t kMaxBreakerStateBytes =
+    2504;  // 2448 + the health-check block (56)
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker

@@ -16,6 +16,9 @@ struct Transition {
   Nanos at = 0;
   State from = State::Closed;
   State to = State::Closed;
+  // Made by a passing health check (health.hpp); filled in by the breaker
+  // (BasicBreaker::transitions_since()), never stored in the log.
+  bool by_health_check = false;
 };
 
 // The last kCapacity transitions in a ring. A transition's seq is not stored:
@@ -34,6 +37,12 @@ class TransitionLog {
     ++last_seq_;
   }
   std::uint64_t last_seq() const noexcept { return last_seq_; }
+  // The ring position of the entry of seq `seq` (>= 1), as a one-bit mask
+  // (a 32-bit word has a bit for every entry).
+  static std::uint32_t entry_bit(std::uint64_t seq) noexcept {
+    static_assert(kCapacity == 32, "one bit of a 32-bit word per entry");
+    return std::uint32_t{1} << ((seq - 1) % kCapacity);
+  }
 
   // Copies the transitions with seq > `after`, oldest first, into `out`
   // (at most `max` of them, the newest kept when more are available).

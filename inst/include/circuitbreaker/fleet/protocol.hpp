@@ -25,7 +25,10 @@ enum class FleetCommand : std::uint8_t {
   None = 0,
   ForceOpen = 1,
   Disable = 2,
-  Reset = 3
+  Reset = 3,
+  // A passing health check (health.hpp): close, only if the fleet is still
+  // OPEN in the generation the reporter knows.
+  HealthClose = 4
 };
 
 inline std::int64_t nanos_to_ms(Nanos n) noexcept {

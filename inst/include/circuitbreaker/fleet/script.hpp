@@ -205,6 +205,7 @@ for i, grp in ipairs(groups) do
     if fresh and cmd == 1 and s ~= 3 then move(3); clear_leases() end
     if fresh and cmd == 2 and s ~= 4 then move(4); clear_leases() end
     if fresh and cmd == 3 then move(0); cf, o = 0, 0; clear_window(); clear_leases() end
+    if fresh and cmd == 4 and s == 1 and mygen == g then close() end
 
     -- A probe's outcome in the half-open period: a failure re-opens (for
     -- the open period the prober asked, when it gave one), a success

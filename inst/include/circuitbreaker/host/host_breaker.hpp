@@ -211,6 +211,16 @@ class HostBreaker {
   void force_open(Nanos now) noexcept { breaker_->force_open(now); }
   void disable(Nanos now) noexcept { breaker_->disable(now); }
 
+  // The host-wide health-check lease (health.hpp), taken under the segment's
+  // lock and held in this process's name: one process of the host runs each
+  // check; a holder that dies holds it for one interval at most.
+  HealthClaim claim_health_check(Nanos now) noexcept {
+    return breaker_->claim_health_check(now, current_process_id());
+  }
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) noexcept {
+    return breaker_->health_result(c, passed, now);
+  }
+
   Snapshot snapshot(Nanos now) const noexcept { return breaker_->snapshot(now); }
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const noexcept {

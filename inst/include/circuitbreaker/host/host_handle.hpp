@@ -51,6 +51,12 @@ class HostHandle final : public AnyBreaker {
   std::size_t history(Nanos now, ActivityBucket* out) override {
     return host_->history(now, out);
   }
+  HealthClaim claim_health_check(Nanos now) override {
+    return host_->claim_health_check(now);
+  }
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
+    return host_->health_result(c, passed, now);
+  }
 
   bool store_usable() const noexcept override { return host_->healthy(); }
   StoreFault store_fault() noexcept override {

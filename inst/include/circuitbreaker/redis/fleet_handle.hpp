@@ -115,6 +115,20 @@ class FleetHandle final : public AnyBreaker {
   std::size_t history(Nanos now, ActivityBucket* out) override {
     return local().history(now, out);
   }
+  // The lease is this process's (a fleet-wide one would cost a round trip
+  // per check): each process of the fleet that runs the check may run it
+  // once per interval. A pass closes the local copy and travels to the
+  // fleet like a manual command (FleetCommand::HealthClose), which the
+  // fleet applies only while it is still in the OPEN period this process
+  // knew.
+  HealthClaim claim_health_check(Nanos now) override {
+    return local().claim_health_check(now);
+  }
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
+    const HealthResult r = local().health_result(c, passed, now);
+    if (r == HealthResult::Passed) tell_fleet(FleetCommand::HealthClose);
+    return r;
+  }
 
  private:
   FleetBreaker& local() noexcept { return member_->breaker(); }
