@@ -290,6 +290,10 @@ SEXP cb_snapshot(SEXP ptr) {
        s.has_failure ? seconds(s.now - s.last_failure_at) : NA_REAL},
       {"transitions", count(s.last_transition)},
       {"generation", count(s.generation)},
+      {"in_flight", static_cast<double>(s.in_flight)},
+      {"max_concurrent", s.max_concurrent > 0 ? static_cast<double>(s.max_concurrent)
+                                              : NA_REAL},
+      {"rejected_full", count(s.full_rejections)},
   };
   const R_xlen_t n = static_cast<R_xlen_t>(std::size(numbers)) + 1;
   SEXP out = PROTECT(Rf_allocVector(VECSXP, n));

@@ -162,6 +162,10 @@ inline Snapshot make_snapshot(const BreakerState& st, const Settings& s,
     }
   }
   r.last_transition = st.log.last_seq();
+  r.in_flight = st.bulkhead.count();
+  r.max_concurrent = bulkhead_limit(s, st.bulkhead.members());
+  r.full_rejections = st.bulkhead.rejected();
+  r.bulkhead_members = st.bulkhead.members();
   return r;
 }
 

@@ -49,6 +49,13 @@ struct Snapshot {
   std::uint64_t consecutive_opens = 0;
   double ramp_share = 1;  // share of calls admitted (ramp-up after closing)
   std::uint64_t last_transition = 0;
+  // The bulkhead (bulkhead.hpp): permits held now, the limit in effect (0:
+  // no bulkhead), calls rejected because it was full, processes counted for
+  // a share.
+  std::uint32_t in_flight = 0;
+  std::uint32_t max_concurrent = 0;
+  std::uint64_t full_rejections = 0;
+  std::uint32_t bulkhead_members = 0;
 };
 
 }  // namespace circuitbreaker

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "bulkhead.hpp"
 #include "history.hpp"
 #include "permit.hpp"
 #include "probe_slots.hpp"
@@ -47,6 +48,12 @@ struct BreakerState {
   TimeWindow time_window;
   TransitionLog log;
   ActivityHistory history;
+
+  // ---- The bulkhead (issue 22): its permits, their owners, the processes
+  // counted for a share and the count of full rejections (bulkhead.hpp).
+  // Not moved by transitions: a permit outlives a change of generation.
+  BulkheadPermits bulkhead;
+  // ---- end of the bulkhead block
 };
 
 inline AdmissionView admission_view(const BreakerState& s) noexcept {
@@ -89,7 +96,8 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          s.jitter_factor >= 0 && s.jitter_factor <= 1 && std::isfinite(s.ramp_credit) &&
          s.ramp_credit >= 0 && s.ramp_credit < 2 && s.probes.valid() &&
          s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
-         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid();
+         s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid() &&
+         s.bulkhead.valid();
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
@@ -125,7 +133,7 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
               "the state block is copied and shared as raw bytes");
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
-inline constexpr std::size_t kMaxBreakerStateBytes = 2448;
+inline constexpr std::size_t kMaxBreakerStateBytes = 3280;
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker
