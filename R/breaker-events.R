@@ -12,7 +12,9 @@
 #' * `"failure"`: `condition` (the error, or a `circuit_breaker_failed_value`
 #'   condition), `breaker`.
 #' * `"ignored"`: `condition`, `breaker`.
-#' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
+#' * `"rejected"`: `retry_after` (seconds until the next probe), `reason`
+#'   (`"open"`, `"half_open_full"`, `"forced_open"`, `"ramp_up"`, or `"full"`
+#'   when the bulkhead, `max_concurrent`, had no free permit), `breaker`.
 #'
 #' Listeners run after the C++ core has finished the call's bookkeeping and
 #' any transition it caused, in registration order. On a host- or

@@ -175,7 +175,8 @@ rejection_condition <- function(core, rejection) {
 notify_rejected <- function(core, rejection) {
   if (rejection[[4L]] != 0) {
     emit_transitions(core)
-    emit(core, "rejected", retry_after = rejection[[2L]])
+    emit(core, "rejected", retry_after = rejection[[2L]],
+         reason = the$rejection_names[[rejection[[3L]] + 1L]])
   }
 }
 
