@@ -5,6 +5,10 @@ cb_create <- function(config, clock, segment) {
     .Call(`_circuitbreaker_cb_create`, config, clock, segment)
 }
 
+cb_check_share <- function(p) {
+    .Call(`_circuitbreaker_cb_check_share`, p)
+}
+
 cb_bulkhead_room <- function(ptr) {
     .Call(`_circuitbreaker_cb_bulkhead_room`, ptr)
 }

@@ -15,13 +15,12 @@
 #'
 #' @param p The share, a number in (0, 1].
 #' @return An object of class `circuit_breaker_share`, for `max_concurrent`.
-#'   The value is checked where it is used: a `p` outside (0, 1] gets a
-#'   classed error naming `max_concurrent`.
+#'   A `p` outside (0, 1] gets a classed error naming `p`.
 #' @export
 #' @examples
 #' b <- circuit_breaker(max_concurrent = share(0.5))
 #' b$metrics()$max_concurrent
-share <- function(p) structure(p, class = "circuit_breaker_share")
+share <- function(p) structure(cb_check_share(p), class = "circuit_breaker_share")
 
 #' @export
 format.circuit_breaker_share <- function(x, ...) paste0("share(", format(unclass(x), ...), ")")

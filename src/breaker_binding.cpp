@@ -161,6 +161,17 @@ extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
   END_RCPP
 }
 
+// Checks the p of share(p) by the core's rule; returns it.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_check_share(SEXP p) {
+  const bool number = (TYPEOF(p) == REALSXP || TYPEOF(p) == INTSXP) &&
+                      Rf_xlength(p) == 1 && !OBJECT(p);
+  if (!number || !circuitbreaker::share_valid(Rf_asReal(p))) {
+    cbr::abort_argument("p", circuitbreaker::kShareRequirement, p);
+  }
+  return p;
+}
+
 // Whether the bulkhead has a free permit now (R/bulkhead.R polls it while a
 // call waits, max_wait): reads, writes nothing, and counts nothing.
 // [[Rcpp::export(rng = false)]]

@@ -153,6 +153,10 @@ inline constexpr const char* kMaxConcurrentRange =
 
 }  // namespace detail
 
+// A share of processes for max_concurrent (R's share(p)): (0, 1].
+inline bool share_valid(double p) noexcept { return p > 0 && p <= 1; }
+inline constexpr const char* kShareRequirement = "a number in (0, 1]";
+
 inline double effective_window_size(const Config& c) noexcept {
   if (c.window_size) return *c.window_size;
   return c.window_type == WindowType::Count ? kDefaultCountWindow : kDefaultTimeWindow;
@@ -232,7 +236,7 @@ inline ConfigError validate(const Config& c) noexcept {
   if (c.max_concurrent) {
     const double m = *c.max_concurrent;
     const bool count = is_whole(m) && m >= 1 && m <= kMaxConcurrent;
-    const bool share = m >= -1 && m < 0;
+    const bool share = share_valid(-m);
     if (!count && !share) return {"max_concurrent", detail::kMaxConcurrentRange};
   }
   if (!is_duration(c.max_wait, true)) return {"max_wait", detail::kSecondsFrom0};
