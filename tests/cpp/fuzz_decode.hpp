@@ -5,7 +5,7 @@
 //
 //   input  := config start op*
 //   config := 0xFF                      the defaults (Config{}, rng_seed 0)
-//           | scale field{15}           scale: byte % 10 picks a typical
+//           | scale field{16}           scale: byte % 10 picks a typical
 //                                       duration; each field decodes itself
 //   start  := byte [u64]                the clock's first reading
 //   op     := byte args                 byte % 32 through kOpTable
@@ -108,7 +108,9 @@ inline cb::Outcome decode_outcome(std::uint8_t b) {
 
 inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1,
                                        1,    30,   3600, 1e6,  1e9};
-inline constexpr int kConfigFields = 15;  // the 14 of the argument table, then rng_seed
+// The 14 rule arguments of the argument table, then rng_seed, then the
+// bulkhead (max_concurrent; max_wait is the binding's and stays 0).
+inline constexpr int kConfigFields = 16;
 inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
 class ConfigDecoder {
@@ -291,7 +293,18 @@ class ConfigDecoder {
         break;
       }
       case 13: c.ramp_up = (r_.u8() & 1) ? duration(true) : 0.0; break;
-      default: c.rng_seed = r_.u64(); break;
+      case 14: c.rng_seed = r_.u64(); break;
+      default: {  // the bulkhead: 0 none, else 1 to 4 permits or share(0.5)
+        const std::uint8_t s = r_.u8();
+        if (s == 0) {
+          c.max_concurrent.reset();
+        } else if (s % 5 == 0) {
+          c.max_concurrent = -0.5;
+        } else {
+          c.max_concurrent = static_cast<double>(s % 5);
+        }
+        break;
+      }
     }
   }
 

@@ -51,6 +51,7 @@ inline std::string describe(const Config& c) {
     << " backoff_multiplier=" << c.backoff_multiplier
     << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
     << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up
+    << " max_concurrent=" << fmt_opt(c.max_concurrent) << " max_wait=" << c.max_wait
     << " rng_seed=" << (c.rng_seed ? std::to_string(*c.rng_seed) : std::string("NULL"));
   return o.str();
 }
@@ -154,6 +155,9 @@ inline void compare(Diff& d, const cb::Snapshot& a, const cbmodel::Snapshot& m) 
   d.check("consecutive_opens", a.consecutive_opens, m.consecutive_opens);
   d.check("ramp_share", a.ramp_share, m.ramp_share);
   d.check("last_transition", a.last_transition, m.last_transition);
+  d.check("in_flight", a.in_flight, m.in_flight);
+  d.check("max_concurrent", a.max_concurrent, m.max_concurrent);
+  d.check("full_rejections", a.full_rejections, m.full_rejections);
 }
 
 inline cbmodel::Kind kind_of(cb::PermitKind k) {
@@ -176,6 +180,8 @@ inline void compare(Diff& d, const cb::Admission& a, const cbmodel::Admission& m
     }
     d.check("permit.generation", a.permit.generation, m.permit.generation);
     d.check("permit.started_at", a.permit.started_at, m.permit.started_at);
+    d.check("permit.bulk_lease", static_cast<std::uint64_t>(a.permit.bulk_lease),
+            m.permit.bulk);
     if (m.permit.kind == cbmodel::Kind::Probe) {
       d.check("permit.lease", a.permit.lease, m.permit.lease);
       d.check("permit.slot", static_cast<std::uint32_t>(a.permit.slot), m.permit.slot);
