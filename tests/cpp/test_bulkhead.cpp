@@ -51,7 +51,7 @@ TEST_CASE("max_concurrent is validated: a count, or a share as -p", "[bulkhead][
     CAPTURE(ok);
     CHECK_FALSE(cb::validate(c));
   }
-  for (double bad : {0.0, -0.0, 0.5, 1.5, 65.0, -1.5, -2.0, std::nan(""), INFINITY}) {
+  for (double bad : {0.0, -0.0, 0.5, 1.5, 65.0, -1.5, -2.0, std::nan(""), double(INFINITY)}) {
     Config c;
     c.max_concurrent = bad;
     CAPTURE(bad);
@@ -59,7 +59,7 @@ TEST_CASE("max_concurrent is validated: a count, or a share as -p", "[bulkhead][
     REQUIRE(e);
     CHECK(std::strcmp(e.field, "max_concurrent") == 0);
   }
-  for (double bad : {-1.0, std::nan(""), INFINITY, 2e9}) {
+  for (double bad : {-1.0, std::nan(""), double(INFINITY), 2e9}) {
     Config c;
     c.max_wait = bad;
     const cb::ConfigError e = cb::validate(c);
