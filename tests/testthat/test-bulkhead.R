@@ -342,3 +342,20 @@ test_that("share(p) on the host store is a share of the processes using the brea
   cb$execute(function() cb$execute(function() cb$execute(function() NULL, function() NULL)))
   expect_identical(cb$metrics()$max_concurrent, 1)
 })
+
+test_that("a process that ends normally stops counting for share(p)", {
+  skip_on_cran()
+  store <- local_host_store()
+  name <- "bulkhead-share-leave"
+  args <- host_args(max_concurrent = share(1))
+  cb <- local_shared_breaker(store, name, args)
+  cb$execute(function() NULL)
+  expect_identical(cb$metrics()$max_concurrent, 1)
+  # The child makes one call (it counts: two processes, two permits), then
+  # ends; its breaker is closed as R exits, and it leaves the count.
+  seen <- collect_children(list(shared_child(store, name, args, function(cb, extra) {
+    cb$execute(function() cb$metrics()$max_concurrent)
+  })))[[1]]
+  expect_identical(seen, 2)
+  expect_identical(cb$metrics()$max_concurrent, 1)
+})

@@ -109,6 +109,7 @@ class HostBreaker {
   };
 
   HostBreaker() noexcept = default;
+  ~HostBreaker() { close(); }
   HostBreaker(const HostBreaker&) = delete;
   HostBreaker& operator=(const HostBreaker&) = delete;
 
