@@ -164,8 +164,8 @@ extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
 // Checks the p of share(p) by the core's rule; returns it.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_check_share(SEXP p) {
-  const bool number = (TYPEOF(p) == REALSXP || TYPEOF(p) == INTSXP) &&
-                      Rf_xlength(p) == 1 && !OBJECT(p);
+  const bool number =
+      (TYPEOF(p) == REALSXP || TYPEOF(p) == INTSXP) && Rf_xlength(p) == 1 && !OBJECT(p);
   if (!number || !circuitbreaker::share_valid(Rf_asReal(p))) {
     cbr::abort_argument("p", circuitbreaker::kShareRequirement, p);
   }
@@ -322,8 +322,8 @@ SEXP cb_snapshot(SEXP ptr) {
       {"transitions", count(s.last_transition)},
       {"generation", count(s.generation)},
       {"in_flight", static_cast<double>(s.in_flight)},
-      {"max_concurrent", s.max_concurrent > 0 ? static_cast<double>(s.max_concurrent)
-                                              : NA_REAL},
+      {"max_concurrent",
+       s.max_concurrent > 0 ? static_cast<double>(s.max_concurrent) : NA_REAL},
       {"rejected_full", count(s.full_rejections)},
   };
   const R_xlen_t n = static_cast<R_xlen_t>(std::size(numbers)) + 1;

@@ -42,7 +42,7 @@ Bytes family_bytes(std::uint8_t scale, std::initializer_list<std::uint8_t> field
                    std::uint8_t bulkhead = 0) {
   Bytes b{scale};
   b.insert(b.end(), fields);
-  put64(b, seed);       // field 14
+  put64(b, seed);         // field 14
   b.push_back(bulkhead);  // field 15: 0 none, 1 to 4 permits, a multiple of 5 share(0.5)
   b.insert(b.end(), start);
   return b;
@@ -86,8 +86,8 @@ std::vector<Family> families() {
                                      66, {1, 0xff, 0xff})});
   // The backoff family with a bulkhead of 2 permits.
   f.push_back(
-      {"bulkhead",
-       family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0}, 77, {3}, 2)});
+      {"bulkhead", family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0},
+                                77, {3}, 2)});
   // An invalid configuration (failure_threshold 2.5): the input ends there.
   {
     Bytes b{5, 8};

@@ -135,8 +135,9 @@ class Model {
     expire_probes(now);
     const std::uint32_t limit = bulk_limit();
     if (limit > 0) {
-      const bool refused = state_ == State::ForcedOpen ||
-                           (state_ == State::Open && !(now - opened_at_ > open_duration_));
+      const bool refused =
+          state_ == State::ForcedOpen ||
+          (state_ == State::Open && !(now - opened_at_ > open_duration_));
       if (!refused && bulk_.size() >= limit) {
         full_rejections_ += 1;
         Admission a;
@@ -178,7 +179,6 @@ class Model {
   }
 
  public:
-
   // Returns whether the outcome was recorded: every permit but a
   // pass-through one.
   bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) {

@@ -44,14 +44,16 @@ struct DeadSet {
 
 }  // namespace
 
-TEST_CASE("max_concurrent is validated: a count, or a share as -p", "[bulkhead][config]") {
+TEST_CASE("max_concurrent is validated: a count, or a share as -p",
+          "[bulkhead][config]") {
   for (double ok : {1.0, 2.0, 64.0, -1.0, -0.5, -1e-9}) {
     Config c;
     c.max_concurrent = ok;
     CAPTURE(ok);
     CHECK_FALSE(cb::validate(c));
   }
-  for (double bad : {0.0, -0.0, 0.5, 1.5, 65.0, -1.5, -2.0, std::nan(""), double(INFINITY)}) {
+  for (double bad :
+       {0.0, -0.0, 0.5, 1.5, 65.0, -1.5, -2.0, std::nan(""), double(INFINITY)}) {
     Config c;
     c.max_concurrent = bad;
     CAPTURE(bad);
@@ -168,7 +170,8 @@ TEST_CASE("a permit is freed once: settling twice or a stale lease frees nothing
   CHECK(b.snapshot(5).in_flight == 0);
 }
 
-TEST_CASE("the bulkhead applies while disabled, and reset() keeps permits", "[bulkhead]") {
+TEST_CASE("the bulkhead applies while disabled, and reset() keeps permits",
+          "[bulkhead]") {
   Breaker b(settings_of(bulkhead_config(1)), 0);
   b.disable(0);
   const Permit p = admit(b, 1);

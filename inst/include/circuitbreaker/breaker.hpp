@@ -139,7 +139,8 @@ class BasicBreaker {
   // Admission under the lock in the cases admit_without_writing() leaves
   // open: HALF_OPEN, the end of an open period, ramp-up.
   template <typename Gone>
-  Admission decide(Nanos now, Nanos probe_lease, std::uint32_t owner, Gone& gone) noexcept {
+  Admission decide(Nanos now, Nanos probe_lease, std::uint32_t owner,
+                   Gone& gone) noexcept {
     BreakerState& st = store_.state();
     switch (st.state) {
       case State::Closed:  // ramping up
@@ -172,7 +173,6 @@ class BasicBreaker {
   }
 
  public:
-
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
   // this failure opens the breaker, it stay open at least that long (a
   // server's Retry-After), within max_recovery_timeout (an hour if unset).

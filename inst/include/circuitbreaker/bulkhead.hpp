@@ -118,7 +118,8 @@ class BulkheadPermits {
 
   // Frees `slot` if it still holds lease `lease`; returns whether it did.
   bool free(std::uint32_t slot, std::uint32_t lease) noexcept {
-    if (slot >= kCapacity || lease == 0 || !(mask_ & bit(slot)) || lease_[slot] != lease) {
+    if (slot >= kCapacity || lease == 0 || !(mask_ & bit(slot)) ||
+        lease_[slot] != lease) {
       return false;
     }
     mask_ &= ~bit(slot);

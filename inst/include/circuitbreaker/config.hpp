@@ -62,7 +62,7 @@ inline constexpr double kDefaultRecoveryTimeout = 30;  // seconds
 inline constexpr double kDefaultHalfOpenMaxCalls = 1;
 inline constexpr double kDefaultBackoffMultiplier = 1;
 inline constexpr double kDefaultJitter = 0;
-inline constexpr double kDefaultRampUp = 0;  // seconds; 0 = off
+inline constexpr double kDefaultRampUp = 0;   // seconds; 0 = off
 inline constexpr double kDefaultMaxWait = 0;  // seconds; 0 = reject at once
 
 // Defaults of the optional window parameters (when left unset).

@@ -63,7 +63,8 @@ inline constexpr FieldInfo kConfigFields[] = {
     detail::optional_field("max_recovery_timeout", &Config::max_recovery_timeout),
     detail::number_field("jitter", &Config::jitter, kDefaultJitter),
     detail::number_field("ramp_up", &Config::ramp_up, kDefaultRampUp),
-    {"max_concurrent", FieldKind::Limit, nullptr, &Config::max_concurrent, detail::kUnset},
+    {"max_concurrent", FieldKind::Limit, nullptr, &Config::max_concurrent,
+     detail::kUnset},
     detail::number_field("max_wait", &Config::max_wait, kDefaultMaxWait),
 };
 
