@@ -359,3 +359,11 @@ test_that("a process that ends normally stops counting for share(p)", {
   expect_identical(seen, 2)
   expect_identical(cb$metrics()$max_concurrent, 1)
 })
+
+test_that("the dashboard's card shows a bulkhead's permits, and only where there is one", {
+  skip_if_not_installed("shiny")
+  cb <- circuit_breaker(max_concurrent = 2)
+  card <- function(b) as.character(circuitbreaker:::card_info(circuitbreaker:::breaker_snapshot(b, "b")))
+  expect_match(cb$execute(function() card(cb)), "1 of 2 (0 full)", fixed = TRUE)
+  expect_no_match(card(circuit_breaker()), "in flight", fixed = TRUE)
+})
