@@ -186,10 +186,12 @@ circuit_breaker <- function(...) {
 #' * `$execute(request_func, fallback_func = NULL)`: calls `request_func()`
 #'   through the breaker. Returns its value, or the fallback's when the call
 #'   was rejected or failed. Without a fallback, a rejected call signals a
-#'   `circuit_breaker_open` error and a failed call's error propagates
-#'   unchanged (after being recorded). `fallback_func` takes no argument, or
-#'   one: the condition (the request's error, a `circuit_breaker_open`
-#'   condition, or a `circuit_breaker_failed_value` condition).
+#'   `circuit_breaker_open` (or, refused by a full bulkhead,
+#'   `circuit_breaker_full`) error, both of class `circuit_breaker_rejected`,
+#'   and a failed call's error propagates unchanged (after being recorded).
+#'   `fallback_func` takes no argument, or one: the condition (the request's
+#'   error, a `circuit_breaker_open` or `circuit_breaker_full` condition, or
+#'   a `circuit_breaker_failed_value` condition).
 #' * `$execute_async(request_func, fallback_func = NULL, immediate_fallback = FALSE)`:
 #'   the same for a `request_func` that returns a promise, a mirai
 #'   (`mirai::mirai()`), or anything else `promises::as.promise()` accepts (or
