@@ -367,3 +367,18 @@ test_that("the dashboard's card shows a bulkhead's permits, and only where there
   expect_match(cb$execute(function() card(cb)), "1 of 2 (0 full)", fixed = TRUE)
   expect_no_match(card(circuit_breaker()), "in flight", fixed = TRUE)
 })
+
+test_that("the fleet store counts permits per process", {
+  skip_on_cran()
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url)
+  cb <- circuit_breaker(name = "bulkhead-fleet", store = store, max_concurrent = share(0.5))
+  withr::defer(breaker_remove("bulkhead-fleet"))
+  expect_identical(cb$metrics()$max_concurrent, 1)  # share(p) of one process
+  got <- cb$execute(function() cb$execute(function() "not called", function(e) class(e)[[1]]))
+  expect_identical(got, "circuit_breaker_full")
+  m <- cb$metrics()
+  expect_identical(m$in_flight, 0)
+  expect_identical(m$rejected_full, 1)
+  expect_identical(m$state, "CLOSED")
+})
