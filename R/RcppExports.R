@@ -5,6 +5,14 @@ cb_create <- function(config, clock, segment) {
     .Call(`_circuitbreaker_cb_create`, config, clock, segment)
 }
 
+cb_check_share <- function(p) {
+    .Call(`_circuitbreaker_cb_check_share`, p)
+}
+
+cb_bulkhead_room <- function(ptr) {
+    .Call(`_circuitbreaker_cb_bulkhead_room`, ptr)
+}
+
 cb_takes_argument <- function(f) {
     .Call(`_circuitbreaker_cb_takes_argument`, f)
 }

@@ -12,6 +12,12 @@
 # core's generations). A mirai stopped with mirai::stop_mirai() was
 # abandoned, which says nothing about the downstream: its permit is released,
 # counting nothing, so that a probe's slot is free at once.
+#
+# A bulkhead's permit (max_concurrent) is held the same way: until the promise
+# settles, or is released when the mirai is cancelled or the request is
+# interrupted before it returns. An asynchronous call never waits for a
+# permit (max_wait applies to `$execute()` only): waiting would block the
+# event loop that the permits' holders need to settle.
 
 #' @include breaker-execute.R
 NULL
@@ -56,6 +62,10 @@ breaker_execute_async <- function(request_func, fallback_func = NULL, immediate_
     call_fallback(fallback_func, cond)
   }
   # The request may fail before it returns a promise: that is a failure too.
+  # An interrupt (or another condition unwinding) before it returns releases
+  # the permit.
+  started <- NULL
+  on.exit(if (is.null(started)) release_permit(core, permit))
   started <- tryCatch(list(value = request_func()), error = function(e) list(error = e))
   if (!is.null(started$error)) {
     return(promises::then(promises::promise_resolve(NULL), function(value) settle_error(started$error)))

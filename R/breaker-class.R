@@ -143,6 +143,25 @@ control_method <- function(op) {
 #'   off.
 #' @param health_interval Seconds between health checks while the breaker is
 #'   open (only with a `health_check`): a number in (0, 1e9].
+#' @param max_concurrent `NULL` (no limit), a whole number from 1 to 64, or
+#'   [share()]`(p)`: a bulkhead, at most that many calls through this breaker
+#'   at once. Its scope is the store's: per process for the process store,
+#'   host-wide for the host store (every process on the host that uses the
+#'   breaker shares the permits; `share(p)` is a share of those processes),
+#'   and per process for the fleet store (its permits are not shared between
+#'   hosts). A call that finds every permit held is rejected with a
+#'   `circuit_breaker_full` condition (given to the fallback, like
+#'   `circuit_breaker_open`; both inherit `circuit_breaker_rejected`), which
+#'   is not a failure of the dependency: it changes no state of the breaker
+#'   and counts only in `$metrics()$rejected_full`. An OPEN breaker still
+#'   rejects as open first. A permit is a lease, given back when the call
+#'   returns, fails or is interrupted, when an asynchronous call's promise
+#'   settles or its mirai is cancelled, and, for the host store, when its
+#'   holder process dies (by the next call that finds the bulkhead full).
+#' @param max_wait Seconds a call (`$execute()`) may wait for a bulkhead
+#'   permit before it is rejected; 0 rejects at once. The wait polls with a
+#'   short backoff (5 to 100 ms), never holds a lock, and an interrupt ends
+#'   it. `$execute_async()` never waits.
 #' @param failure_when `NULL` or a function of the request's return value that
 #'   returns `TRUE` when the value counts as a failure.
 #' @param ignore `NULL`, a character vector of condition classes, or a
@@ -210,10 +229,12 @@ circuit_breaker <- function(...) {
 #' * `$execute(request_func, fallback_func = NULL)`: calls `request_func()`
 #'   through the breaker. Returns its value, or the fallback's when the call
 #'   was rejected or failed. Without a fallback, a rejected call signals a
-#'   `circuit_breaker_open` error and a failed call's error propagates
-#'   unchanged (after being recorded). `fallback_func` takes no argument, or
-#'   one: the condition (the request's error, a `circuit_breaker_open`
-#'   condition, or a `circuit_breaker_failed_value` condition).
+#'   `circuit_breaker_open` (or, refused by a full bulkhead,
+#'   `circuit_breaker_full`) error, both of class `circuit_breaker_rejected`,
+#'   and a failed call's error propagates unchanged (after being recorded).
+#'   `fallback_func` takes no argument, or one: the condition (the request's
+#'   error, a `circuit_breaker_open` or `circuit_breaker_full` condition, or
+#'   a `circuit_breaker_failed_value` condition).
 #' * `$execute_async(request_func, fallback_func = NULL, immediate_fallback = FALSE)`:
 #'   the same for a `request_func` that returns a promise, a mirai
 #'   (`mirai::mirai()`), or anything else `promises::as.promise()` accepts (or

@@ -13,7 +13,9 @@
 #' * `"failure"`: `condition` (the error, or a `circuit_breaker_failed_value`
 #'   condition), `breaker`.
 #' * `"ignored"`: `condition`, `breaker`.
-#' * `"rejected"`: `retry_after` (seconds until the next probe), `breaker`.
+#' * `"rejected"`: `retry_after` (seconds until the next probe), `reason`
+#'   (`"open"`, `"half_open_full"`, `"forced_open"`, `"ramp_up"`, or `"full"`
+#'   when the bulkhead, `max_concurrent`, had no free permit), `breaker`.
 #' * `"health_check"`: `result` (`"passed"`: it closed the breaker;
 #'   `"failed"`; `"late"`: the breaker had left that open period before the
 #'   check returned), `condition` (the error the check raised, or `NULL`),

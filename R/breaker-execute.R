@@ -15,10 +15,12 @@
 #   NULL               rejected; the fallback takes no argument and nobody
 #                      listens, so no condition object is needed (the
 #                      expensive part of a rejection)
-#   a double vector    rejected: c(state, retry_after, reason, listening),
-#                      the breaker as it was at the moment of refusal
+#   a double vector    rejected: c(state, retry_after, reason, listening,
+#                      max_wait), the breaker as it was at the moment of
+#                      refusal; max_wait > 0: the bulkhead was full and the
+#                      call may wait that long for a permit (R/bulkhead.R)
 
-#' @include conditions.R http-outcome.R
+#' @include conditions.R http-outcome.R bulkhead.R
 NULL
 
 # Outcome codes of the core's Outcome enum (types.hpp); the binding checks
@@ -49,13 +51,16 @@ run_guarded_until <- function(request_func, on_error, exit) {
 breaker_execute <- function(request_func, fallback_func = NULL) {
   permit <- .Call(cb_acquire, ptr, request_func, fallback_func, NULL)
   if (is.null(permit)) return(fallback_func())
-  if (is.double(permit)) return(answer_rejected(core, permit, fallback_func))
+  if (is.double(permit)) {
+    if (permit[[5L]] > 0) permit <- wait_for_permit(ptr, permit, request_func, NULL)
+    if (is.double(permit)) return(answer_rejected(core, permit, fallback_func))
+  }
   if (is.list(permit)) {
     emit_transitions(core)
     permit <- permit[[1L]]
   }
 
-  # Settled exactly once: by the error handler, by the success path, or here
+  # Settled exactly once (which also gives back a bulkhead permit): by the error handler, by the success path, or here
   # when the call ends any other way (an interrupt, a restart, an outer
   # handler catching a warning): then the permit is released, counting nothing.
   settled <- FALSE
@@ -170,7 +175,8 @@ rejection_condition <- function(core, rejection) {
 notify_rejected <- function(core, rejection) {
   if (rejection[[4L]] != 0) {
     emit_transitions(core)
-    emit(core, "rejected", retry_after = rejection[[2L]])
+    emit(core, "rejected", retry_after = rejection[[2L]],
+         reason = the$rejection_names[[rejection[[3L]] + 1L]])
   }
 }
 

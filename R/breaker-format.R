@@ -15,6 +15,13 @@ format_breaker <- function(m, config, store) {
            m$slow_calls, " slow, ", m$ignored, " ignored)   rejected: ", m$rejected,
            "   opened: ", m$times_opened, " times")
   )
+  if (!is.na(m$max_concurrent)) {
+    lines <- c(lines, paste0("  bulkhead: ", m$in_flight, " of ", m$max_concurrent, " in flight",
+                             if (inherits(config$max_concurrent, "circuit_breaker_share")) {
+                               paste0(" (", format(config$max_concurrent), ")")
+                             },
+                             "   rejected full: ", m$rejected_full))
+  }
   lines <- c(lines, store_format_lines(store, m))
   wait <- m$seconds_until_probe
   if (m$state %in% c("OPEN", "HALF_OPEN") && isTRUE(wait > 0)) {

@@ -1,6 +1,8 @@
 # Conditions signalled by the package. Misuse errors inherit from
 # `circuit_breaker_error`; a rejected call without a fallback signals
-# `circuit_breaker_open`; a failing listener becomes a
+# `circuit_breaker_open` (the breaker refused it) or `circuit_breaker_full`
+# (its bulkhead had no free permit), both `circuit_breaker_rejected`; a
+# failing listener becomes a
 # `circuit_breaker_listener_error` warning.
 
 # A string as it may appear in a message: at most `width` characters, then
@@ -97,15 +99,32 @@ abort_read_only <- function(field, instead, call = NULL) {
 
 # The condition for a rejected call, describing the breaker at the moment of
 # refusal: its state, why the call was refused (the core's reason: "open",
-# "half_open_full", "forced_open" or "ramp_up") and the seconds until a call
-# may be admitted (`Inf` when forced open, `NA` when that depends on a probe
-# in flight that has no deadline). Built with base R only: it sits on a path
-# that should stay cheap (tens of microseconds, not hundreds).
+# "half_open_full", "forced_open", "ramp_up", or "full" for a bulkhead with
+# no free permit) and the seconds until a call may be admitted (`Inf` when
+# forced open, `NA` when that depends on a probe in flight that has no
+# deadline, 0 for a full bulkhead: a permit may free at any moment). Class
+# `circuit_breaker_full` for "full", `circuit_breaker_open` otherwise, both
+# `circuit_breaker_rejected`. Built with base R only: it sits on a path that
+# should stay cheap (tens of microseconds, not hundreds).
 open_condition <- function(name, state, retry_after, reason) {
   label <- if (is.null(name)) {
     "The circuit breaker"
   } else {
     paste0("Circuit breaker \"", if (nchar(name, type = "bytes") > 50L) cut_text(name) else name, "\"")
+  }
+  if (identical(reason, "full")) {
+    return(structure(
+      class = c("circuit_breaker_full", "circuit_breaker_rejected", "error", "condition"),
+      list(
+        message = paste0(label, " is full: the call was not made (every permit of its ",
+                         "bulkhead, `max_concurrent`, is held by a call in flight)."),
+        call = NULL,
+        breaker = name,
+        state = state,
+        reason = reason,
+        retry_after = retry_after
+      )
+    ))
   }
   why <- switch(reason,
     forced_open = "it was forced open; call `$reset()` to close it",
@@ -118,7 +137,7 @@ open_condition <- function(name, state, retry_after, reason) {
     paste0("the next probe is allowed in ", format_seconds(retry_after))
   )
   structure(
-    class = c("circuit_breaker_open", "error", "condition"),
+    class = c("circuit_breaker_open", "circuit_breaker_rejected", "error", "condition"),
     list(
       message = paste0(label, " is ", state, ": the call was not made (", why, ")."),
       call = NULL,

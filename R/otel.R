@@ -11,7 +11,8 @@
 #'
 #' * the counter `circuit_breaker.calls` (unit `{call}`): calls by outcome,
 #'   with the attributes `circuit_breaker.name` and `circuit_breaker.outcome`
-#'   (`success`, `failure`, `ignored` or `rejected`);
+#'   (`success`, `failure`, `ignored`, `rejected`, or `full` for a call the
+#'   bulkhead, `max_concurrent`, refused);
 #' * the gauge `circuit_breaker.state`: 1 for the state the breaker is in and
 #'   0 for the one it left, with the attributes `circuit_breaker.name` and
 #'   `circuit_breaker.state` (`CLOSED`, `OPEN`, `HALF_OPEN`, `FORCED_OPEN`,
@@ -114,8 +115,9 @@ otel_attach <- function(core) {
                                                  circuit_breaker.health_check.result = result))
   }
   rejected_attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = "rejected")
-  on_rejected <- function(retry_after, ...) {
-    inst$calls$add(1L, attributes = rejected_attributes)
+  full_attributes <- list(circuit_breaker.name = name, circuit_breaker.outcome = "full")
+  on_rejected <- function(retry_after, reason = NULL, ...) {
+    inst$calls$add(1L, attributes = if (identical(reason, "full")) full_attributes else rejected_attributes)
     if (inst$tracing) {
       attributes <- list(circuit_breaker.name = name, circuit_breaker.state = cb_state(core$ptr))
       if (is.numeric(retry_after) && length(retry_after) == 1L && is.finite(retry_after)) {

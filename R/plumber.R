@@ -103,14 +103,16 @@ pr_circuit_breakers <- function(pr, path = "/circuit-breakers", authorize = NULL
 #' Answer 503 when a circuit breaker rejects a call in a plumber API
 #'
 #' `breaker_error_handler()` returns an error handler for
-#' `plumber::pr_set_error()`. When an endpoint lets a `circuit_breaker_open`
-#' error escape (a call through an open breaker, made without a fallback; or
-#' an error whose `parent` chain holds one), the API answers
-#' `503 Service Unavailable` instead of 500, with
+#' `plumber::pr_set_error()`. When an endpoint lets a
+#' `circuit_breaker_rejected` error escape (`circuit_breaker_open`: a call
+#' through an open breaker, made without a fallback; `circuit_breaker_full`:
+#' a call its full bulkhead refused; or an error whose `parent` chain holds
+#' one), the API answers `503 Service Unavailable` instead of 500, with
 #'
 #' * a `Retry-After` header: the seconds until the breaker lets a probe
-#'   through, rounded up, at least 1; no header when the breaker was forced
-#'   open (it stays open until reset);
+#'   through, rounded up, at least 1 (1 for a full bulkhead, whose permits
+#'   may free at any moment); no header when the breaker was forced open (it
+#'   stays open until reset);
 #' * the JSON body `{"error": "503 - Service Unavailable", "breaker": <name>,
 #'   "state": <state>, "retry_after": <seconds>}` (`breaker` is `null` for an
 #'   unnamed breaker, `retry_after` is `null` when forced open). With

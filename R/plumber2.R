@@ -16,9 +16,10 @@
 #'
 #' and makes the API answer `503 Service Unavailable` when a breaker rejects
 #' a call, as [breaker_error_handler()] does for plumber: when a handler lets
-#' a `circuit_breaker_open` error escape (a call through an open breaker made
-#' without a fallback, or an error whose `parent` chain holds one), or returns
-#' a promise rejected with one, the answer has
+#' a `circuit_breaker_rejected` error escape (a call through an open breaker,
+#' or refused by its full bulkhead, made without a fallback, or an error
+#' whose `parent` chain holds one), or returns a promise rejected with one,
+#' the answer has
 #'
 #' * a `Retry-After` header: the seconds until the breaker lets a probe
 #'   through, rounded up, at least 1; no header when the breaker was forced

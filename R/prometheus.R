@@ -40,14 +40,18 @@
 #'   (consecutive failures). It is not called `circuitbreaker_failure_count`
 #'   because the `_count` suffix is reserved for histograms and summaries
 #'   (`promtool check metrics` rejects it on a gauge).
+#' * `circuitbreaker_in_flight`: bulkhead permits held now (calls in flight
+#'   through a breaker with `max_concurrent`; 0 without one).
+#' * `circuitbreaker_max_concurrent`: the bulkhead's limit in effect (a
+#'   `share()` resolved to permits); `+Inf` without a bulkhead.
 #'
 #' Counters (cumulative since the breaker was created; `$reset()` does not
 #' zero them):
 #' * `circuitbreaker_calls_total{breaker, outcome}`: calls by outcome:
 #'   `success`, `failure` (the calls that were made and recorded), `ignored`
 #'   (errors of a class in `ignore`, count nowhere), `rejected` (not made
-#'   because the breaker was open) and `released` (interrupted before they
-#'   settled).
+#'   because the breaker was open), `full` (not made because every bulkhead
+#'   permit was held) and `released` (interrupted before they settled).
 #' * `circuitbreaker_slow_calls_total`: calls slower than
 #'   `slow_call_duration`.
 #' * `circuitbreaker_opened_total`: times the breaker opened.
@@ -133,13 +137,19 @@ prom_families <- list(
   list(name = "circuitbreaker_consecutive_failures", type = "gauge",
        help = "Consecutive failures (the breaker's failure_count).",
        samples = function(m) prom_field(m, "failure_count")),
+  list(name = "circuitbreaker_in_flight", type = "gauge",
+       help = "Bulkhead permits held now (calls in flight; 0 without max_concurrent).",
+       samples = function(m) prom_field(m, "in_flight", 0)),
+  list(name = "circuitbreaker_max_concurrent", type = "gauge",
+       help = "The bulkhead's limit of calls in flight (+Inf without max_concurrent).",
+       samples = function(m) prom_field(m, "max_concurrent", Inf)),
   list(name = "circuitbreaker_calls_total", type = "counter",
-       help = "Calls through the breaker by outcome (success, failure, ignored, rejected, released).",
+       help = "Calls through the breaker by outcome (success, failure, ignored, rejected, full, released).",
        label = "outcome",
        samples = function(m) {
          c(success = prom_field(m, "successes"), failure = prom_field(m, "failures"),
            ignored = prom_field(m, "ignored"), rejected = prom_field(m, "rejected"),
-           released = prom_field(m, "released"))
+           full = prom_field(m, "rejected_full", 0), released = prom_field(m, "released"))
        }),
   list(name = "circuitbreaker_slow_calls_total", type = "counter",
        help = "Calls slower than slow_call_duration.",
@@ -156,10 +166,11 @@ prom_families <- list(
        })
 )
 
-# A metric as a plain number (NaN when it is missing or NA).
-prom_field <- function(m, field) {
+# A metric as a plain number (`missing`, NaN by default, when it is missing
+# or NA).
+prom_field <- function(m, field, missing = NaN) {
   x <- m[[field]]
-  if (is.null(x) || length(x) != 1L || is.na(x)) NaN else as.numeric(x)
+  if (is.null(x) || length(x) != 1L || is.na(x)) missing else as.numeric(x)
 }
 
 # Sample values as the format writes them: Go's float syntax, with NaN,

@@ -199,6 +199,9 @@ breaker_snapshot <- function(breaker, label) {
     failure_rate = m$failure_rate,
     seconds_until_probe = m$seconds_until_probe,
     probes_in_flight = m$probes_in_flight,
+    in_flight = m$in_flight,
+    max_concurrent = m$max_concurrent,
+    rejected_full = m$rejected_full,
     calls_per_second = recent_rate(h, "calls"),
     rejected_per_second = recent_rate(h, "rejected"),
     history = h
@@ -300,7 +303,12 @@ card_info <- function(snap) {
       stat("rejected", paste0(format_count(snap$rejected), " (",
                               format_rate(snap$rejected_per_second), "/s)")),
       stat("next probe", format_probe(snap$state, snap$seconds_until_probe,
-                                      snap$probes_in_flight))
+                                      snap$probes_in_flight)),
+      # A bulkhead's permits, only where there is one.
+      if (isTRUE(snap$max_concurrent > 0)) {
+        stat("in flight", paste0(format_count(snap$in_flight), " of ", format_count(snap$max_concurrent),
+                                 " (", format_count(snap$rejected_full), " full)"))
+      }
     )
   )
 }

@@ -116,6 +116,21 @@ NULL
 #' A shared breaker reads the host's monotonic clock, so `clock` must be
 #' `NULL`.
 #'
+#' @section The bulkhead:
+#' `max_concurrent` is host-wide: every process on the host that uses the
+#' breaker takes its permits from the one segment, so at most that many calls
+#' through the breaker are in flight on the host at once. A permit records
+#' its holder's process id (as a half-open probe does): when a holder dies
+#' (even by `SIGKILL`), the next call that finds the bulkhead full frees its
+#' permits. `max_concurrent = share(p)` counts the processes that have made a
+#' call through the breaker (at most 64) and have neither closed it (their
+#' breaker was garbage-collected, or the process ended normally) nor died (a
+#' dead one is dropped when a call finds the bulkhead full), and allows
+#' `ceiling(p * n)` permits, at least 1. `max_concurrent` and `max_wait` are
+#' rule arguments, part of the identity above. A process in another pid
+#' namespace than the segment's creator cannot judge its pids: its permits
+#' are untracked and come back only when its calls end.
+#'
 #' @section Events:
 #' A transition made by another process reaches this process's listeners,
 #' `$transitions()` and `$metrics()` on this process's next call, and within

@@ -71,6 +71,12 @@ NULL
 #' A breaker's name has at most 80 bytes (in UTF-8), the limit of every
 #' shared store ([breaker_store_host()] too), so that one name works in both.
 #'
+#' The bulkhead (`max_concurrent`) is counted per process: each process's
+#' local copy holds its own permits (no round trip per call), so a fleet of
+#' N processes makes at most N times `max_concurrent` calls at once, and
+#' `share(p)` is one permit. `max_concurrent` and `max_wait` are still rule
+#' arguments (the identity below), so every process has the same limit.
+#'
 #' The rule arguments are the breaker's identity: a process that gives other
 #' values gets an error of class `circuit_breaker_store_wrong_config` naming
 #' the first one that differs, and `$configure()` refuses them (as for

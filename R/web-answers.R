@@ -10,7 +10,8 @@
 web_status_fields <- c(
   "name", "store", "state", "seconds_in_state", "calls", "successes", "failures", "slow_calls",
   "ignored", "rejected", "released", "failure_count", "times_opened", "window_calls",
-  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe"
+  "failure_rate", "slow_call_rate", "open_duration", "seconds_until_probe",
+  "in_flight", "max_concurrent", "rejected_full"
 )
 
 # One breaker's status object, from its metrics (a list or a row of
@@ -34,10 +35,11 @@ web_statuses <- function() {
   lapply(seq_len(nrow(df)), function(i) web_status(as.list(df[i, , drop = FALSE]), kinds = df$store))
 }
 
-# A circuit_breaker_open condition: `err` itself or one of its parents.
+# A circuit_breaker_rejected condition (open, or a full bulkhead): `err`
+# itself or one of its parents.
 web_find_open <- function(err) {
   for (i in 1:20) {
-    if (inherits(err, "circuit_breaker_open")) return(err)
+    if (inherits(err, "circuit_breaker_rejected")) return(err)
     err <- if (inherits(err, "condition")) err[["parent"]] else NULL
     if (is.null(err)) return(NULL)
   }
@@ -45,9 +47,10 @@ web_find_open <- function(err) {
 }
 
 # The 503 answer to a call the breaker rejected (`open`, a
-# circuit_breaker_open condition): the Retry-After header's value (the
+# circuit_breaker_rejected condition): the Retry-After header's value (the
 # seconds until a probe, rounded up, at least 1; NULL when unknown or forced
-# open) and the body.
+# open; 1 for a full bulkhead, whose permits may free at any moment) and the
+# body.
 web_rejection <- function(open) {
   retry_after <- open$retry_after
   known <- is.numeric(retry_after) && length(retry_after) == 1L && is.finite(retry_after)

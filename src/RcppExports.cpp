@@ -22,6 +22,26 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_check_share
+SEXP cb_check_share(SEXP p);
+RcppExport SEXP _circuitbreaker_cb_check_share(SEXP pSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_check_share(p));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_bulkhead_room
+bool cb_bulkhead_room(SEXP ptr);
+RcppExport SEXP _circuitbreaker_cb_bulkhead_room(SEXP ptrSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ptr(ptrSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_bulkhead_room(ptr));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_takes_argument
 bool cb_takes_argument(SEXP f);
 RcppExport SEXP _circuitbreaker_cb_takes_argument(SEXP fSEXP) {
@@ -521,6 +541,8 @@ RcppExport SEXP cb_release(SEXP, SEXP);
 
 static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 3},
+    {"_circuitbreaker_cb_check_share", (DL_FUNC) &_circuitbreaker_cb_check_share, 1},
+    {"_circuitbreaker_cb_bulkhead_room", (DL_FUNC) &_circuitbreaker_cb_bulkhead_room, 1},
     {"_circuitbreaker_cb_takes_argument", (DL_FUNC) &_circuitbreaker_cb_takes_argument, 1},
     {"_circuitbreaker_cb_argument_table", (DL_FUNC) &_circuitbreaker_cb_argument_table, 0},
     {"_circuitbreaker_cb_state_names", (DL_FUNC) &_circuitbreaker_cb_state_names, 0},

@@ -79,13 +79,22 @@ Nanos probe_lease_from_r(const BreakerHandle& h, SEXP timeout) {
                : std::optional<Nanos>(circuitbreaker::seconds_to_nanos(t)));
 }
 
-// What R needs to answer a rejection: c(state, retry_after, reason, listening).
+// The seconds a call refused by a full bulkhead may wait for a permit (R
+// polls, R/bulkhead.R); 0 for every other rejection.
+double wait_for(const BreakerHandle& h, const circuitbreaker::Admission& a) {
+  if (a.rejection != circuitbreaker::Rejection::Full) return 0;
+  return circuitbreaker::nanos_to_seconds(h.breaker->settings().max_wait);
+}
+
+// What R needs to answer a rejection: c(state, retry_after, reason,
+// listening, max_wait).
 SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) {
-  SEXP out = Rf_allocVector(REALSXP, 4);
+  SEXP out = Rf_allocVector(REALSXP, 5);
   REAL(out)[0] = static_cast<double>(a.state);
   REAL(out)[1] = seconds(a.retry_after);
   REAL(out)[2] = static_cast<double>(a.rejection);
   REAL(out)[3] = h.listening ? 1 : 0;
+  REAL(out)[4] = wait_for(h, a);
   return out;
 }
 
@@ -119,8 +128,10 @@ extern "C" SEXP cb_acquire(SEXP ptr, SEXP request_func, SEXP fallback_func,
     UNPROTECT(1);
     return out;
   }
-  if (has_fallback && !h.listening && takes_no_arguments(fallback_func))
+  if (has_fallback && !h.listening && takes_no_arguments(fallback_func) &&
+      wait_for(h, a) == 0) {
     return R_NilValue;
+  }
   return rejection_to_r(h, a);
   END_RCPP
 }
@@ -148,6 +159,26 @@ extern "C" SEXP cb_release(SEXP ptr, SEXP permit) {
   h.check();
   return Rf_ScalarLogical(h.listening);
   END_RCPP
+}
+
+// Checks the p of share(p) by the core's rule; returns it.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_check_share(SEXP p) {
+  const bool number =
+      (TYPEOF(p) == REALSXP || TYPEOF(p) == INTSXP) && Rf_xlength(p) == 1 && !OBJECT(p);
+  if (!number || !circuitbreaker::share_valid(Rf_asReal(p))) {
+    cbr::abort_argument("p", circuitbreaker::kShareRequirement, p);
+  }
+  return p;
+}
+
+// Whether the bulkhead has a free permit now (R/bulkhead.R polls it while a
+// call waits, max_wait): reads, writes nothing, and counts nothing.
+// [[Rcpp::export(rng = false)]]
+bool cb_bulkhead_room(SEXP ptr) {
+  BreakerHandle& h = cbr::breaker_from(ptr);
+  const circuitbreaker::Snapshot s = h.checked(h.breaker->snapshot(h.now()));
+  return s.max_concurrent == 0 || s.in_flight < s.max_concurrent;
 }
 
 // Whether a fallback receives the condition (it declares an argument): the
@@ -295,6 +326,10 @@ SEXP cb_snapshot(SEXP ptr) {
       {"health_checks_late", count(s.health_late)},
       {"seconds_since_health_check",
        s.health_last_result != 0 ? seconds(s.now - s.health_last_at) : NA_REAL},
+      {"in_flight", static_cast<double>(s.in_flight)},
+      {"max_concurrent",
+       s.max_concurrent > 0 ? static_cast<double>(s.max_concurrent) : NA_REAL},
+      {"rejected_full", count(s.full_rejections)},
   };
   // The state first, the numbers, then the last health check's result.
   const R_xlen_t n = static_cast<R_xlen_t>(std::size(numbers)) + 2;

@@ -52,9 +52,26 @@ bool read_number(SEXP x, double& out) {
 const char* requirement_for(const Config& base, const FieldInfo& f) {
   Config probe = base;
   if (f.kind == FieldKind::Number) probe.*(f.number) = kNaN;
-  if (f.kind == FieldKind::OptionalNumber) probe.*(f.optional) = kNaN;
+  if (f.kind == FieldKind::OptionalNumber || f.kind == FieldKind::Limit) {
+    probe.*(f.optional) = kNaN;
+  }
   const circuitbreaker::ConfigError e = circuitbreaker::validate(probe);
   return (e && std::strcmp(e.field, f.name) == 0) ? e.requirement : "a single number";
+}
+
+// The R class of share(p) (R/bulkhead.R): a number p kept as -p by a Limit
+// field (config.hpp's max_concurrent).
+constexpr const char* kShareClass = "circuit_breaker_share";
+
+// A share(p) value as the core keeps it (-p), or false when it is no number.
+bool read_share(SEXP x, double& out) {
+  if (Rf_xlength(x) != 1 || (TYPEOF(x) != REALSXP && TYPEOF(x) != INTSXP)) return false;
+  const double p = TYPEOF(x) == REALSXP
+                       ? REAL(x)[0]
+                       : (INTEGER(x)[0] == NA_INTEGER ? kNaN : INTEGER(x)[0]);
+  if (ISNAN(p)) return false;
+  out = -p;
+  return true;
 }
 
 // Sets one field from an R value, or raises the classed error for it.
@@ -70,12 +87,23 @@ void set_field(Config& config, const FieldInfo& f, SEXP x) {
     config.window_type = *w;
     return;
   }
-  if (f.kind == FieldKind::OptionalNumber && x == R_NilValue) {
+  if (f.kind == FieldKind::Limit && Rf_inherits(x, kShareClass)) {
+    double v;
+    if (!read_share(x, v)) abort_argument(f.name, requirement_for(config, f), x);
+    config.*(f.optional) = v;
+    return;
+  }
+  if ((f.kind == FieldKind::OptionalNumber || f.kind == FieldKind::Limit) &&
+      x == R_NilValue) {
     (config.*(f.optional)).reset();
     return;
   }
   double v;
   if (!read_number(x, v)) abort_argument(f.name, requirement_for(config, f), x);
+  // A negative Limit would read as a share: only share() writes one.
+  if (f.kind == FieldKind::Limit && v < 0) {
+    abort_argument(f.name, requirement_for(config, f), x);
+  }
   if (f.kind == FieldKind::Number) {
     config.*(f.number) = v;
   } else {
@@ -87,7 +115,16 @@ SEXP field_to_r(const Config& c, const FieldInfo& f) {
   if (f.kind == FieldKind::WindowType) {
     return Rf_mkString(circuitbreaker::window_type_name(c.window_type));
   }
-  if (f.kind == FieldKind::OptionalNumber && !(c.*(f.optional))) return R_NilValue;
+  if ((f.kind == FieldKind::OptionalNumber || f.kind == FieldKind::Limit) &&
+      !(c.*(f.optional))) {
+    return R_NilValue;
+  }
+  if (f.kind == FieldKind::Limit && *(c.*(f.optional)) < 0) {
+    SEXP share = PROTECT(Rf_ScalarReal(-*(c.*(f.optional))));
+    Rf_setAttrib(share, R_ClassSymbol, Rf_mkString(kShareClass));
+    UNPROTECT(1);
+    return share;
+  }
   return Rf_ScalarReal(circuitbreaker::config_get(c, f));
 }
 

@@ -110,7 +110,10 @@ inline cb::Outcome decode_outcome(std::uint8_t b) {
 
 inline constexpr double kScales[10] = {1e-9, 1e-8, 1e-6, 1e-3, 0.1,
                                        1,    30,   3600, 1e6,  1e9};
-inline constexpr int kConfigFields = 16;  // the 15 of the argument table, then rng_seed
+// The 15 arguments of the argument table but max_concurrent and max_wait
+// (14 rules and health_interval), then rng_seed, then the bulkhead
+// (max_concurrent; max_wait is the binding's and stays 0).
+inline constexpr int kConfigFields = 17;
 inline constexpr std::uint8_t kDefaultsByte = 0xFF;
 
 class ConfigDecoder {
@@ -294,7 +297,18 @@ class ConfigDecoder {
       }
       case 13: c.ramp_up = (r_.u8() & 1) ? duration(true) : 0.0; break;
       case 14: c.health_interval = duration(false); break;
-      default: c.rng_seed = r_.u64(); break;
+      case 15: c.rng_seed = r_.u64(); break;
+      default: {  // the bulkhead: 0 none, else 1 to 4 permits or share(0.5)
+        const std::uint8_t s = r_.u8();
+        if (s == 0) {
+          c.max_concurrent.reset();
+        } else if (s % 5 == 0) {
+          c.max_concurrent = -0.5;
+        } else {
+          c.max_concurrent = static_cast<double>(s % 5);
+        }
+        break;
+      }
     }
   }
 

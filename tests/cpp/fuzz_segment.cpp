@@ -82,6 +82,7 @@ cb::Config config_for(std::uint8_t which) {
       c.slow_call_rate_threshold = 0.5;
       c.half_open_max_calls = 3;
       c.half_open_max_wait = 2;
+      c.max_concurrent = 2;  // a bulkhead, whose permits the bytes may overwrite
       break;
     case 2:  // time window, backoff, jitter, ramp-up
       c.window_type = cb::WindowType::Time;
@@ -93,9 +94,10 @@ cb::Config config_for(std::uint8_t which) {
       c.jitter = 0.5;
       c.ramp_up = 5;
       break;
-    default:  // many probes with leases
+    default:  // many probes with leases, a bulkhead of share(0.5)
       c.half_open_max_calls = 5;
       c.failure_threshold = 1;
+      c.max_concurrent = -0.5;
       break;
   }
   return c;

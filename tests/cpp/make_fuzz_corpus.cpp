@@ -38,11 +38,12 @@ struct Family {
 
 // Field bytes, in the order ConfigDecoder::field reads them (see there).
 Bytes family_bytes(std::uint8_t scale, std::initializer_list<std::uint8_t> fields,
-                   std::uint64_t seed, std::initializer_list<std::uint8_t> start) {
+                   std::uint64_t seed, std::initializer_list<std::uint8_t> start,
+                   std::uint8_t bulkhead = 0) {
   Bytes b{scale};
   b.insert(b.end(), fields);
-  b.push_back(1);  // field 14: health_interval, the scale
-  put64(b, seed);  // field 15
+  put64(b, seed);         // field 14
+  b.push_back(bulkhead);  // field 15: 0 none, 1 to 4 permits, a multiple of 5 share(0.5)
   b.insert(b.end(), start);
   return b;
 }
@@ -83,6 +84,10 @@ std::vector<Family> families() {
       {"zero_recovery", family_bytes(4, {0, 0, 200, 0, 0, 0, 0,   0,   0, 1,  0,
                                          2, 1, 0,   0, 6, 0, 200, 128, 1, 11, 128},
                                      66, {1, 0xff, 0xff})});
+  // The backoff family with a bulkhead of 2 permits.
+  f.push_back(
+      {"bulkhead", family_bytes(6, {3, 1, 200, 0, 250, 250, 200, 200, 0, 200, 4, 4, 0, 0},
+                                77, {3}, 2)});
   // An invalid configuration (failure_threshold 2.5): the input ends there.
   {
     Bytes b{5, 8};
@@ -135,13 +140,6 @@ struct Script {
   void snapshot(std::uint8_t sel) {
     op(Op::Snapshot);
     b.push_back(sel);
-  }
-  void reset() { op(Op::Reset); }
-  void health_claim() { op(Op::HealthClaim); }
-  void health_result(std::uint8_t which, bool passed) {
-    op(Op::HealthResult);
-    b.push_back(which);
-    b.push_back(passed ? 1 : 0);
   }
   void transitions(std::uint8_t after, std::uint8_t max) {
     op(Op::Transitions);
@@ -303,27 +301,6 @@ Bytes ramp_up() {
   return s.b;
 }
 
-// Health checks while OPEN: a claim refused within the interval, a failed
-// check, a pass that closes, and a late one after a reset and a re-opening.
-Bytes health_checks() {
-  Script s;
-  for (int i = 0; i < 6; ++i) s.call(9);
-  s.health_claim();
-  s.health_claim();  // the same interval: refused
-  s.health_result(0, false);
-  s.advance(1);
-  s.health_claim();
-  s.health_result(1, true);  // closes
-  s.transitions(0, 64);
-  for (int i = 0; i < 6; ++i) s.call(9);
-  s.health_claim();
-  s.reset();
-  for (int i = 0; i < 6; ++i) s.call(9);
-  s.health_result(0, true);  // late
-  s.call(0);
-  return s.b;
-}
-
 bool write_file(const std::string& path, const Bytes& b) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return false;
@@ -350,8 +327,7 @@ int main(int argc, char** argv) {
                               {"reconfigure", reconfigure_half_open},
                               {"buckets", walk_buckets},
                               {"ramp", ramp_up},
-                              {"lease", leased_probes},
-                              {"health", health_checks}};
+                              {"lease", leased_probes}};
   std::mt19937_64 rng(20240601);
   std::size_t files = 0, bytes = 0;
   for (const Family& fam : families()) {

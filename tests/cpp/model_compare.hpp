@@ -52,6 +52,7 @@ inline std::string describe(const Config& c) {
     << " max_recovery_timeout=" << fmt_opt(c.max_recovery_timeout)
     << " jitter=" << c.jitter << " ramp_up=" << c.ramp_up
     << " health_interval=" << c.health_interval
+    << " max_concurrent=" << fmt_opt(c.max_concurrent) << " max_wait=" << c.max_wait
     << " rng_seed=" << (c.rng_seed ? std::to_string(*c.rng_seed) : std::string("NULL"));
   return o.str();
 }
@@ -161,6 +162,9 @@ inline void compare(Diff& d, const cb::Snapshot& a, const cbmodel::Snapshot& m) 
   d.check("health_last_result", static_cast<int>(a.health_last_result),
           m.health_last_result);
   d.check("health_last_at", a.health_last_at, m.health_last_at);
+  d.check("in_flight", a.in_flight, m.in_flight);
+  d.check("max_concurrent", a.max_concurrent, m.max_concurrent);
+  d.check("full_rejections", a.full_rejections, m.full_rejections);
 }
 
 inline cbmodel::Kind kind_of(cb::PermitKind k) {
@@ -183,6 +187,8 @@ inline void compare(Diff& d, const cb::Admission& a, const cbmodel::Admission& m
     }
     d.check("permit.generation", a.permit.generation, m.permit.generation);
     d.check("permit.started_at", a.permit.started_at, m.permit.started_at);
+    d.check("permit.bulk_lease", static_cast<std::uint64_t>(a.permit.bulk_lease),
+            m.permit.bulk);
     if (m.permit.kind == cbmodel::Kind::Probe) {
       d.check("permit.lease", a.permit.lease, m.permit.lease);
       d.check("permit.slot", static_cast<std::uint32_t>(a.permit.slot), m.permit.slot);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <circuitbreaker/config.hpp>
@@ -47,6 +48,7 @@ struct Permit {
   std::uint64_t lease = 0;  // probes only: 1, 2, ... within one half-open period
   std::uint32_t slot = 0;   // probes only
   Nanos started_at = 0;
+  std::uint64_t bulk = 0;  // the bulkhead permit held (1, 2, ...); 0: none
 };
 
 struct Admission {
@@ -112,6 +114,9 @@ struct Snapshot {
   std::uint64_t health_passed = 0, health_failed = 0, health_late = 0;
   int health_last_result = 0;  // 0: none yet, else a HealthDone
   Nanos health_last_at = 0;
+  std::uint32_t in_flight = 0;  // bulkhead permits held
+  std::uint32_t max_concurrent = 0;
+  std::uint64_t full_rejections = 0;
 };
 
 class Model {
@@ -135,8 +140,41 @@ class Model {
 
   // A probe must settle by now + half_open_max_wait if the configuration has
   // one, else by now + probe_lease; kNever or negative: no deadline.
+  // With a bulkhead: a call the breaker does not refuse outright (OPEN
+  // before its period ends, FORCED_OPEN) is refused as Full when every
+  // permit is held, and nothing else happens; an admitted call holds a
+  // permit until it is recorded or released.
   Admission acquire(Nanos now, Nanos probe_lease = kNever) {
     expire_probes(now);
+    const std::uint32_t limit = bulk_limit();
+    if (limit > 0) {
+      const bool refused =
+          state_ == State::ForcedOpen ||
+          (state_ == State::Open && !(now - opened_at_ > open_duration_));
+      if (!refused && bulk_.size() >= limit) {
+        full_rejections_ += 1;
+        Admission a;
+        a.rejection = Rejection::Full;
+        return a;
+      }
+    }
+    Admission a = decide(now, probe_lease);
+    if (a.permitted && limit > 0) {
+      a.permit.bulk = ++bulk_serial_;
+      bulk_.insert(a.permit.bulk);
+    }
+    return a;
+  }
+
+  // The bulkhead's limit: a count, or a share of one process (the model
+  // does not track owners), at least 1.
+  std::uint32_t bulk_limit() const {
+    if (s_.max_concurrent_share > 0) return 1;
+    return s_.max_concurrent;
+  }
+
+ private:
+  Admission decide(Nanos now, Nanos probe_lease) {
     if (state_ == State::Closed) {
       if (ramping_ && !ramp_admits(now)) return reject(Rejection::RampUp, 0, now);
       return grant(Kind::Counted, now);
@@ -153,10 +191,12 @@ class Model {
     return grant(Kind::PassThrough, now);  // Disabled
   }
 
+ public:
   // Returns whether the outcome was recorded: every permit but a
   // pass-through one.
   bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) {
     expire_probes(now);
+    bulk_.erase(p.bulk);
     if (p.kind == Kind::PassThrough) return false;
     const bool current = p.generation == generation_;
     if (outcome == Outcome::Ignored) {
@@ -199,6 +239,7 @@ class Model {
 
   void release(const Permit& p, Nanos now) {
     expire_probes(now);
+    bulk_.erase(p.bulk);
     if (p.kind == Kind::PassThrough) return;
     totals_.released += 1;
     if (p.generation == generation_) free_lease(p);
@@ -354,6 +395,9 @@ class Model {
       r.retry_after = 0;
     }
     r.probes_in_flight = static_cast<std::uint32_t>(probes_.size());
+    r.in_flight = static_cast<std::uint32_t>(bulk_.size());
+    r.max_concurrent = bulk_limit();
+    r.full_rejections = full_rejections_;
     r.probe_successes = probe_successes_;
     r.consecutive_opens = consecutive_opens_;
     r.ramp_share = 1;
@@ -438,6 +482,12 @@ class Model {
     std::uint32_t slot;
     Nanos deadline;  // kNever: none
   };
+
+  // The bulkhead: the permits held (by serial), the last serial, and the
+  // calls refused because it was full. Transitions never touch it.
+  std::set<std::uint64_t> bulk_;
+  std::uint64_t bulk_serial_ = 0;
+  std::uint64_t full_rejections_ = 0;
 
   // The harness always gives an rng_seed (the model cannot draw entropy
   // the way the breaker does).

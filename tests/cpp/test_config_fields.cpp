@@ -104,7 +104,9 @@ TEST_CASE("every field validate() names is in the argument table", "[config][fie
                           "backoff_multiplier",
                           "max_recovery_timeout",
                           "jitter",
-                          "ramp_up"};
+                          "ramp_up",
+                          "max_concurrent",
+                          "max_wait"};
   for (const char* f : fields) {
     INFO(f);
     CHECK(cb::find_config_field(f) != nullptr);
@@ -129,7 +131,9 @@ TEST_CASE("the argument table: order, kinds, defaults", "[config][fields]") {
                          "max_recovery_timeout",
                          "jitter",
                          "ramp_up",
-                         "health_interval"};
+                         "health_interval",
+                         "max_concurrent",
+                         "max_wait"};
   REQUIRE(cb::kConfigFieldCount == sizeof(order) / sizeof(order[0]));
   const Config defaults;
   for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
@@ -144,6 +148,7 @@ TEST_CASE("the argument table: order, kinds, defaults", "[config][fields]") {
         CHECK(defaults.*(f.number) == f.default_value);  // one definition of each default
         break;
       case FieldKind::OptionalNumber:
+      case FieldKind::Limit:
         CHECK(f.number == nullptr);
         CHECK(f.optional != nullptr);
         CHECK(std::isnan(f.default_value));
@@ -170,13 +175,15 @@ TEST_CASE("the argument table: order, kinds, defaults", "[config][fields]") {
   CHECK(cb::kDefaultJitter == 0);
   CHECK(cb::kDefaultRampUp == 0);
   CHECK(cb::kDefaultHealthInterval == 5);
+  CHECK(cb::kDefaultMaxWait == 0);
 }
 
 TEST_CASE("config_get / config_set round-trip every field", "[config][fields]") {
   Config c;
   double values[cb::kConfigFieldCount];
   // A valid, non-default configuration written field by field in table order.
-  const double wanted[] = {3, 12, 0.5, 1, 120, 7, 2, 0.4, 2, 9, 2, 600, 0.25, 4, 1.5};
+  const double wanted[] = {3, 12, 0.5, 1,   120,  7, 2,    0.4, 2,
+                           9, 2,  600, 0.25, 4,  1.5, -0.5, 1.5};
   static_assert(sizeof(wanted) / sizeof(wanted[0]) == cb::kConfigFieldCount);
   for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
     cb::config_set(c, cb::kConfigFields[i], wanted[i]);

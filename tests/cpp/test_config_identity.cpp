@@ -114,13 +114,14 @@ TEST_CASE("the first difference names the argument and both values",
 TEST_CASE("config_hash is the one it was, and agrees with equality",
           "[config-identity]") {
   // The hash a host segment keeps: existing segments must still match.
-  CHECK(cb::config_hash(Config{}) == 0xce97a35971c7cad5ULL);
+  // (Changed with the bulkhead's two arguments, segment layout 3.)
+  CHECK(cb::config_hash(Config{}) == 0xe2b6ae8b6b8a2463ULL);
   Config c;
   c.window_size = 50;
   c.window_type = cb::WindowType::Time;
   c.jitter = 0.25;
   c.half_open_max_wait = -0.0;
-  CHECK(cb::config_hash(c) == 0xd5813689621fb9f6ULL);
+  CHECK(cb::config_hash(c) == 0x3a4a0c91fb07ec48ULL);
   CHECK(cb::config_hash(c) == cb::config_hash(cb::config_values(c)));
 
   std::mt19937_64 rng(20);
@@ -135,14 +136,16 @@ TEST_CASE("config_hash is the one it was, and agrees with equality",
 }
 
 TEST_CASE("a fingerprint keeps its wire format; -0 is written 0", "[config-identity]") {
-  // What the fleet's script compares as a string and existing keys hold.
-  CHECK(cb::config_fingerprint(Config{}) == "5,30,nan,0,nan,nan,nan,nan,1,nan,1,nan,0,0");
+  // What the fleet's script compares as a string and existing keys hold
+  // (two fields longer since the bulkhead: max_concurrent, max_wait).
+  CHECK(cb::config_fingerprint(Config{}) ==
+        "5,30,nan,0,nan,nan,nan,nan,1,nan,1,nan,0,0,nan,0");
   Config c;
   c.window_size = 50;
   c.window_type = cb::WindowType::Time;
   c.jitter = 0.25;
   c.half_open_max_wait = -0.0;
-  CHECK(cb::config_fingerprint(c) == "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0");
+  CHECK(cb::config_fingerprint(c) == "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0,nan,0");
   c.recovery_timeout = 0.1;  // exact: %.17g
   const std::string fp = cb::config_fingerprint(c);
   CHECK(fp.find("0.10000000000000001") != std::string::npos);

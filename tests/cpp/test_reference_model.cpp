@@ -206,6 +206,17 @@ class ConfigGen {
   void roll_ramp(Config& c) { c.ramp_up = r_.chance(0.5) ? 0.0 : duration(true); }
   void roll_seed(Config& c) { c.rng_seed = r_.bits(); }
   void roll_health(Config& c) { c.health_interval = duration(false); }
+  // A bulkhead in a third of the scenarios: small, so that it fills.
+  void roll_bulkhead(Config& c) {
+    const std::uint64_t d = r_.below(9);
+    if (d < 6) {
+      c.max_concurrent.reset();
+    } else if (d < 8) {
+      c.max_concurrent = static_cast<double>(1 + r_.below(4));
+    } else {
+      c.max_concurrent = -0.5;  // share(0.5): one permit for one process
+    }
+  }
 
   Config fresh() {
     if (r_.chance(0.3)) new_scale();
@@ -223,6 +234,7 @@ class ConfigGen {
     roll_backoff(c);
     roll_ramp(c);
     roll_health(c);
+    roll_bulkhead(c);
     roll_seed(c);
     return fix(c);
   }
@@ -232,7 +244,7 @@ class ConfigGen {
   Config mutate(Config c) {
     const int n = r_.chance(0.7) ? 1 : 2;
     for (int i = 0; i < n; ++i) {
-      switch (r_.below(11)) {
+      switch (r_.below(12)) {
         case 0: roll_failure_threshold(c); break;
         case 1: roll_recovery(c); break;
         case 2: roll_rate(c); break;
@@ -243,6 +255,7 @@ class ConfigGen {
         case 7: roll_backoff(c); break;
         case 8: roll_ramp(c); break;
         case 9: roll_health(c); break;
+        case 10: roll_bulkhead(c); break;
         default: roll_seed(c); break;
       }
     }
@@ -370,7 +383,7 @@ std::string describe_op(const Op& op, const std::vector<Held>& all_permits) {
 struct Stats {
   std::uint64_t ops = 0, scenarios = 0, divergences = 0;
   std::uint64_t transitions[cb::kStateCount][cb::kStateCount] = {};
-  std::uint64_t rejections[5] = {};
+  std::uint64_t rejections[cb::kRejectionCount] = {};
   std::uint64_t expired = 0, late = 0, slow = 0, ramp_partial = 0;
   std::uint64_t boundary_not_yet = 0;  // acquire at exactly opened_at + open_duration
   std::uint64_t leased_probes = 0;  // probes given a deadline by the probe_lease argument
@@ -793,9 +806,10 @@ TEST_CASE("breaker agrees with the reference model on random operation sequences
   if (ok) {
     std::printf("  rejections: open %" PRIu64 " (at exactly the deadline %" PRIu64
                 "), half_open_full %" PRIu64 ", forced_open %" PRIu64 ", ramp_up %" PRIu64
-                "; acquires while ramping %" PRIu64 "\n",
+                ", full %" PRIu64 "; acquires while ramping %" PRIu64 "\n",
                 stats.rejections[1], stats.boundary_not_yet, stats.rejections[2],
-                stats.rejections[3], stats.rejections[4], stats.ramp_partial);
+                stats.rejections[3], stats.rejections[4], stats.rejections[5],
+                stats.ramp_partial);
     std::printf("  expired probes %" PRIu64
                 " (noticed after their re-opening ended %" PRIu64
                 "), probes leased by the caller %" PRIu64 ", unknown waits %" PRIu64

@@ -58,6 +58,8 @@ breaker_arguments_valid <- list(
   jitter = function(x) is_single_number(x) && x >= 0 && x <= 1,
   ramp_up = function(x) is_seconds(x, TRUE),
   health_interval = function(x) is_seconds(x, FALSE),
+  max_concurrent = null_or(between(1, 64, whole = TRUE)),  # or share(p), which bad_values has none of
+  max_wait = function(x) is_seconds(x, TRUE),
   failure_when = null_or(is.function),
   ignore = null_or(function(x) {
     is.function(x) || (is.character(x) && length(x) > 0 && !anyNA(x) && all(nzchar(x)) && !is.object(x))
@@ -83,6 +85,8 @@ bad_input_specs <- list(
                          also = function() list(`CircuitBreaker$new` = CircuitBreaker$new)),
   breaker_manual_clock = list(group = "breaker", args = list, call_valid = TRUE,
                               valid = list(start = function(x) is_seconds(x, TRUE) && x <= 4e9)),
+  share = list(group = "breaker", args = function() list(p = 0.5), call_valid = TRUE,
+               valid = list(p = function(x) is_single_number(x) && x > 0 && x <= 1)),
   breaker_for = list(group = "registry", args = function() list(x = "127.0.0.1:1"),
                      valid = list(x = function(x) is_string(x) && grepl("^[A-Za-z0-9._:-]+$", x))),
   breaker_get = list(group = "registry", args = function() list(name = "x"), valid = list(name = is_string)),

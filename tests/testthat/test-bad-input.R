@@ -25,7 +25,7 @@ test_that("the specs of circuit_breaker() and CircuitBreaker$new() agree", {
 
 test_that("every argument of circuit_breaker() and the manual clock rejects bad values with a classed error", {
   walked <- walk_exported("breaker", must_be = TRUE)
-  expect_setequal(walked, c("circuit_breaker", "breaker_manual_clock"))
+  expect_setequal(walked, c("circuit_breaker", "breaker_manual_clock", "share"))
 })
 
 test_that("cross-argument rules name the argument", {

@@ -144,3 +144,26 @@ test_that("breaker_error_handler() passes other errors on, and shows messages in
 
   expect_short_retry_after(api, trip = "/strict/probing/trip", probe = "/strict/probing")
 })
+
+test_that("a call refused by a full bulkhead answers 503 with Retry-After: 1", {
+  api <- local_plumber_api(function() {
+    library(circuitbreaker)
+    bulk <- circuit_breaker(name = "bulk", max_concurrent = 1)
+    plumber::pr() |>
+      plumber::pr_get("/ping", function() "pong") |>
+      plumber::pr_get("/full", function() bulk$execute(function() bulk$execute(function() "not called"))) |>
+      plumber::pr_set_error(breaker_error_handler()) |>
+      pr_circuit_breakers()
+  })
+  res <- http_call(api$url("/full"))
+  expect_equal(res$status, 503L)
+  expect_identical(res$headers[["retry-after"]], "1")
+  expect_equal(res$json[c("error", "breaker", "state")],
+               list(error = "503 - Service Unavailable", breaker = "bulk", state = "CLOSED"))
+  # The status route shows the bulkhead.
+  status <- breaker_status(http_call(api$url("/circuit-breakers")), "bulk")
+  expect_identical(status$in_flight, 0L)
+  expect_identical(status$max_concurrent, 1L)
+  expect_identical(status$rejected_full, 1L)
+  expect_identical(status$state, "CLOSED")
+})

@@ -234,3 +234,19 @@ test_that("the example API's mirai route is guarded by the breaker in the API's 
   expect_identical(res$json$reason, "breaker open")
   expect_equal(quotes_status(api)$rejected, 1)
 })
+
+test_that("a call refused by a full bulkhead answers 503 with Retry-After: 1 (plumber2)", {
+  api <- local_plumber2_api(function() {
+    library(circuitbreaker)
+    bulk <- circuit_breaker(name = "bulk", max_concurrent = 1)
+    suppressMessages(plumber2::api()) |>
+      api_circuit_breakers("/ops/breakers") |>
+      plumber2::api_get("/ping", function() list(ok = TRUE)) |>
+      plumber2::api_get("/full", function() bulk$execute(function() bulk$execute(function() "not called")))
+  })
+  res <- http_call(api$url("/full"))
+  expect_equal(res$status, 503L)
+  expect_identical(res$headers[["retry-after"]], "1")
+  expect_equal(res$json[c("error", "breaker", "state")],
+               list(error = "503 - Service Unavailable", breaker = "bulk", state = "CLOSED"))
+})

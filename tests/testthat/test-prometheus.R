@@ -37,6 +37,7 @@ test_that("counters, gauges and states have the breaker's values", {
     'circuitbreaker_calls_total{breaker="unnamed-1",outcome="failure"} 3',
     'circuitbreaker_calls_total{breaker="unnamed-1",outcome="ignored"} 1',
     'circuitbreaker_calls_total{breaker="unnamed-1",outcome="rejected"} 1',
+    'circuitbreaker_calls_total{breaker="unnamed-1",outcome="full"} 0',
     'circuitbreaker_calls_total{breaker="unnamed-1",outcome="released"} 1'
   ))
   expect_equal(samples_of(text, "circuitbreaker_slow_calls_total"),
@@ -70,6 +71,7 @@ test_that("every metric family has HELP and TYPE lines, in one group", {
     circuitbreaker_info = "gauge", circuitbreaker_state = "gauge", circuitbreaker_failure_rate = "gauge",
     circuitbreaker_slow_call_rate = "gauge", circuitbreaker_window_calls = "gauge",
     circuitbreaker_seconds_until_probe = "gauge", circuitbreaker_consecutive_failures = "gauge",
+    circuitbreaker_in_flight = "gauge", circuitbreaker_max_concurrent = "gauge",
     circuitbreaker_calls_total = "counter", circuitbreaker_slow_calls_total = "counter",
     circuitbreaker_opened_total = "counter", circuitbreaker_health_checks_total = "counter"
   )
@@ -150,7 +152,7 @@ test_that("no breakers: HELP and TYPE lines only, still valid", {
   text <- breaker_prometheus(list())
   lines <- strsplit(text, "\n", fixed = TRUE)[[1]]
   expect_true(all(startsWith(lines, "# ")))
-  expect_length(lines, 22L)
+  expect_length(lines, 26L)
   expect_promtool_ok(text)
 })
 
@@ -173,4 +175,20 @@ test_that("the promtool check is not vacuous", {
     "# TYPE circuitbreaker_failure_count gauge\n",
     'circuitbreaker_failure_count{breaker="a"} 1\n'
   )))
+})
+
+test_that("a bulkhead's permits in flight, its limit and its full rejections are exported", {
+  cb <- circuit_breaker(max_concurrent = 1)
+  text <- cb$execute(function() {
+    cb$execute(function() "not called", function() "full")
+    breaker_prometheus(cb)
+  })
+  expect_equal(samples_of(text, "circuitbreaker_in_flight"), 'circuitbreaker_in_flight{breaker="unnamed-1"} 1')
+  expect_equal(samples_of(text, "circuitbreaker_max_concurrent"),
+               'circuitbreaker_max_concurrent{breaker="unnamed-1"} 1')
+  expect_true('circuitbreaker_calls_total{breaker="unnamed-1",outcome="full"} 1' %in%
+                samples_of(text, "circuitbreaker_calls_total"))
+  expect_equal(samples_of(breaker_prometheus(circuit_breaker()), "circuitbreaker_max_concurrent"),
+               'circuitbreaker_max_concurrent{breaker="unnamed-1"} +Inf')
+  expect_promtool_ok(text)
 })

@@ -41,6 +41,7 @@
 #include <utility>
 
 #include "admission.hpp"
+#include "bulkhead.hpp"
 #include "config.hpp"
 #include "health.hpp"
 #include "history.hpp"
@@ -97,14 +98,50 @@ class BasicBreaker {
   // in the same critical section: the call is decided once, on the slots
   // really taken, and counts as rejected only if it is. (`gone` runs under
   // the lock, and only when half-open is full; store.hpp.)
+  //
+  // With a bulkhead (max_concurrent), a call the breaker would admit also
+  // takes one of its permits, held by `owner`. The breaker decides first (an
+  // OPEN breaker rejects as open); a call it would admit is checked against
+  // the bulkhead before anything moves: when every permit is held (after
+  // freeing those of dead owners, as for probes) it is rejected as Full,
+  // counted only as a full rejection, and no state changes (no OPEN ->
+  // HALF_OPEN move, no probe slot, no window count).
   template <typename Gone = NobodyGone>
   Admission acquire(Nanos now, Nanos probe_lease = kNever, std::uint32_t owner = 0,
                     Gone gone = Gone{}) noexcept {
     const Critical section(*this, now, kExpireProbes);
-    if (std::optional<Admission> a = admit_without_writing(view(), now)) {
-      if (!a->permitted) tally_rejection(st(), now);
+    std::optional<Admission> a = admit_without_writing(view(), now);
+    if (a && !a->permitted) {
+      tally_rejection(st(), now);
       return *a;
     }
+    if (!has_bulkhead(settings_)) return a ? *a : decide(now, probe_lease, owner, gone);
+    if (!bulkhead_has_room(owner, gone)) {
+      st().bulkhead.count_rejection();
+      return call_refused(Rejection::Full, std::as_const(store_).state().state, 0);
+    }
+    Admission r = a ? *a : decide(now, probe_lease, owner, gone);
+    if (r.permitted) {
+      BulkheadPermits& b = st().bulkhead;
+      r.permit.bulk_slot = static_cast<std::uint8_t>(b.take(owner));
+      r.permit.bulk_lease = b.last_lease();
+    }
+    return r;
+  }
+
+  // Forgets `owner` as a process using the bulkhead (it closes the breaker);
+  // permits it still holds stay until settled.
+  void leave(std::uint32_t owner) noexcept {
+    LockGuard<Lock> guard(store_.lock());  // pending rejections stay pending
+    st().bulkhead.leave(owner);
+  }
+
+ private:
+  // Admission under the lock in the cases admit_without_writing() leaves
+  // open: HALF_OPEN, the end of an open period, ramp-up.
+  template <typename Gone>
+  Admission decide(Nanos now, Nanos probe_lease, std::uint32_t owner,
+                   Gone& gone) noexcept {
     BreakerState& st = store_.state();
     switch (st.state) {
       case State::Closed:  // ramping up
@@ -120,6 +157,23 @@ class BasicBreaker {
     return reject(Rejection::Open, 0, now);  // unreachable
   }
 
+  // Whether the bulkhead has a free permit for `owner` (who joins its
+  // members first); when it has none, dead owners' permits and members are
+  // dropped (counted as released) and it is asked again.
+  template <typename Gone>
+  bool bulkhead_has_room(std::uint32_t owner, Gone& gone) noexcept {
+    BulkheadPermits& b = st().bulkhead;
+    b.join(owner);
+    if (b.count() < bulkhead_limit(settings_, b.members())) return true;
+    if constexpr (!std::is_same_v<std::decay_t<Gone>, NobodyGone>) {
+      st().totals.released += b.free_owned_by(gone);
+      b.join(owner);
+      return b.count() < bulkhead_limit(settings_, b.members());
+    }
+    return false;
+  }
+
+ public:
   // Settles a permit with the call's outcome. `open_for` >= 0 asks that, if
   // this failure opens the breaker, it stay open at least that long (a
   // server's Retry-After), within max_recovery_timeout (an hour if unset).
@@ -135,6 +189,7 @@ class BasicBreaker {
   bool record(const Permit& p, Outcome outcome, Nanos now, Nanos open_for = -1) noexcept {
     const Critical section(*this, now, kExpireProbes);
     BreakerState& st = store_.state();
+    free_bulkhead_permit(p);
     if (p.kind == PermitKind::PassThrough) return false;
     const bool current = p.generation == st.generation;
     if (outcome == Outcome::Ignored) {
@@ -163,6 +218,7 @@ class BasicBreaker {
   void release(const Permit& p, Nanos now) noexcept {
     const Critical section(*this, now, kExpireProbes);
     BreakerState& st = store_.state();
+    free_bulkhead_permit(p);
     if (p.kind == PermitKind::PassThrough) return;
     ++st.totals.released;
     if (p.generation == st.generation) free_probe_slot(p);
@@ -380,6 +436,13 @@ class BasicBreaker {
     return p.kind == PermitKind::Probe && st().probes.free(p.slot, p.lease);
   }
 
+  // Frees the bulkhead permit a permit holds, if its lease still matches
+  // (whatever the generation: a permit outlives transitions). Returns
+  // whether it did.
+  bool free_bulkhead_permit(const Permit& p) noexcept {
+    return p.bulk_lease != 0 && st().bulkhead.free(p.bulk_slot, p.bulk_lease);
+  }
+
   // To CLOSED: the rules' counts and the window start again (a ramp-up, if
   // configured, starts).
   void close(Nanos now) noexcept {
@@ -525,7 +588,8 @@ class Breaker : public BasicBreaker<LocalStore<SpinLock>> {
   Breaker(const Settings& settings, Nanos now) noexcept : BasicBreaker(settings, now) {}
 };
 
-inline constexpr std::size_t kMaxBreakerBytes = 2656;  // 2600 + the health-check block
+inline constexpr std::size_t kMaxBreakerBytes =
+    3496;  // 2600 + the health-check block (56) + the bulkhead block (840)
 static_assert(sizeof(Breaker) <= kMaxBreakerBytes, "the breaker grew");
 
 }  // namespace circuitbreaker

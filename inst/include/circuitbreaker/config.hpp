@@ -20,6 +20,7 @@
 #define CIRCUITBREAKER_MAX_HALF_OPEN_CALLS 32
 #define CIRCUITBREAKER_MIN_TIME_WINDOW_SECONDS 1e-6
 #define CIRCUITBREAKER_MAX_BACKOFF_MULTIPLIER 1e6
+#define CIRCUITBREAKER_MAX_CONCURRENT 64
 
 namespace circuitbreaker {
 
@@ -42,6 +43,8 @@ inline constexpr std::uint32_t kMaxCountWindow =
 inline constexpr std::uint32_t kTimeWindowBuckets = 10;
 // One bit each in a 32-bit mask.
 inline constexpr std::uint32_t kMaxHalfOpenCalls = CIRCUITBREAKER_MAX_HALF_OPEN_CALLS;
+// Permits of a bulkhead (bulkhead.hpp): one bit each in a 64-bit mask.
+inline constexpr std::uint32_t kMaxConcurrent = CIRCUITBREAKER_MAX_CONCURRENT;
 
 // Limits of the other arguments.
 inline constexpr double kMinTimeWindowSeconds = CIRCUITBREAKER_MIN_TIME_WINDOW_SECONDS;
@@ -61,6 +64,7 @@ inline constexpr double kDefaultBackoffMultiplier = 1;
 inline constexpr double kDefaultJitter = 0;
 inline constexpr double kDefaultRampUp = 0;          // seconds; 0 = off
 inline constexpr double kDefaultHealthInterval = 5;  // seconds (health.hpp)
+inline constexpr double kDefaultMaxWait = 0;         // seconds; 0 = reject at once
 
 // Defaults of the optional window parameters (when left unset).
 inline constexpr double kDefaultCountWindow = 100;   // calls
@@ -93,6 +97,14 @@ struct Config {
   // Seconds between health checks while OPEN (health.hpp); the check itself
   // is the caller's (a binding runs it).
   double health_interval = kDefaultHealthInterval;
+  // The bulkhead (bulkhead.hpp): empty = none; a whole number from 1 to
+  // kMaxConcurrent = that many permits; a negative number -p (-1 <= -p < 0)
+  // = a share p of the processes using the breaker (R's share(p)), at least
+  // one permit.
+  std::optional<double> max_concurrent;
+  // Seconds a call may wait for a permit (the binding polls; the core never
+  // waits): 0 = reject at once.
+  double max_wait = kDefaultMaxWait;
 
   // Seed of the jitter generator, applied on construction and on every
   // reconfigure(); empty: a fresh seed from entropy each time. Not a rule, so
@@ -140,9 +152,16 @@ inline constexpr const char* kHalfOpenCallsRange =
     "a whole number from 1 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_HALF_OPEN_CALLS);
 inline constexpr const char* kBackoffRange =
     "a number from 1 to " CIRCUITBREAKER_S_(CIRCUITBREAKER_MAX_BACKOFF_MULTIPLIER);
+inline constexpr const char* kMaxConcurrentRange =
+    "NULL, a whole number from 1 to " CIRCUITBREAKER_S_(
+        CIRCUITBREAKER_MAX_CONCURRENT) ", or share(p) with p in (0, 1]";
 #undef CIRCUITBREAKER_S_
 
 }  // namespace detail
+
+// A share of processes for max_concurrent (R's share(p)): (0, 1].
+inline bool share_valid(double p) noexcept { return p > 0 && p <= 1; }
+inline constexpr const char* kShareRequirement = "a number in (0, 1]";
 
 inline double effective_window_size(const Config& c) noexcept {
   if (c.window_size) return *c.window_size;
@@ -222,6 +241,13 @@ inline ConfigError validate(const Config& c) noexcept {
   if (!is_duration(c.ramp_up, true)) return {"ramp_up", detail::kSecondsFrom0};
   if (!is_duration(c.health_interval, false))
     return {"health_interval", detail::kPositiveSeconds};
+  if (c.max_concurrent) {
+    const double m = *c.max_concurrent;
+    const bool count = is_whole(m) && m >= 1 && m <= kMaxConcurrent;
+    const bool share = share_valid(-m);
+    if (!count && !share) return {"max_concurrent", detail::kMaxConcurrentRange};
+  }
+  if (!is_duration(c.max_wait, true)) return {"max_wait", detail::kSecondsFrom0};
   return {};
 }
 
@@ -242,9 +268,12 @@ struct Settings {
   double jitter;
   Nanos ramp_up;                          // 0: off
   Nanos health_interval;                  // between health checks (health.hpp)
+  Nanos max_wait;                         // 0: a full bulkhead rejects at once
+  double max_concurrent_share;            // 0: none (bulkhead.hpp)
   std::optional<std::uint64_t> rng_seed;  // empty: seed from entropy
   std::uint32_t window_calls;             // count window size
   std::uint32_t half_open_max_calls;
+  std::uint32_t max_concurrent;  // 0: none, or a share (bulkhead.hpp)
   WindowType window_type;
   bool rate_rule;
   bool slow_tracking;  // slow calls are counted
@@ -294,6 +323,10 @@ inline Settings make_settings(const Config& c) noexcept {
   s.ramp_up = seconds_to_nanos(c.ramp_up);
   s.health_interval = seconds_to_nanos(c.health_interval);
   s.rng_seed = c.rng_seed;
+  const double m = c.max_concurrent.value_or(0);
+  s.max_concurrent = m >= 1 ? static_cast<std::uint32_t>(m) : 0;
+  s.max_concurrent_share = m < 0 ? -m : 0;
+  s.max_wait = seconds_to_nanos(c.max_wait);
   return s;
 }
 

@@ -20,14 +20,16 @@ namespace circuitbreaker {
 enum class FieldKind : std::uint8_t {
   Number = 0,          // a double with a default (Config::*number)
   OptionalNumber = 1,  // std::optional<double>, empty = unset (Config::*optional)
-  WindowType = 2       // the WindowType enum; as a double 0 = count, 1 = time
+  WindowType = 2,      // the WindowType enum; as a double 0 = count, 1 = time
+  Limit = 3            // an OptionalNumber that is a count (>= 1) or, stored
+                       // as -p, a share p (config.hpp's max_concurrent)
 };
 
 struct FieldInfo {
   const char* name;
   FieldKind kind;
   double Config::*number;                   // Number fields; nullptr otherwise
-  std::optional<double> Config::*optional;  // OptionalNumber fields; nullptr otherwise
+  std::optional<double> Config::*optional;  // OptionalNumber and Limit fields
   double default_value;                     // NaN: an optional unset by default
 };
 
@@ -63,11 +65,14 @@ inline constexpr FieldInfo kConfigFields[] = {
     detail::number_field("ramp_up", &Config::ramp_up, kDefaultRampUp),
     detail::number_field("health_interval", &Config::health_interval,
                          kDefaultHealthInterval),
+    {"max_concurrent", FieldKind::Limit, nullptr, &Config::max_concurrent,
+     detail::kUnset},
+    detail::number_field("max_wait", &Config::max_wait, kDefaultMaxWait),
 };
 
 inline constexpr std::size_t kConfigFieldCount =
     sizeof(kConfigFields) / sizeof(kConfigFields[0]);
-static_assert(kConfigFieldCount == 15, "one entry per user-facing Config argument");
+static_assert(kConfigFieldCount == 17, "one entry per user-facing Config argument");
 
 // The entry named `name`, or nullptr.
 inline const FieldInfo* find_config_field(const char* name) noexcept {
@@ -83,7 +88,8 @@ inline const FieldInfo* find_config_field(const char* name) noexcept {
 inline double config_get(const Config& c, const FieldInfo& f) noexcept {
   switch (f.kind) {
     case FieldKind::Number: return c.*(f.number);
-    case FieldKind::OptionalNumber: return (c.*(f.optional)).value_or(detail::kUnset);
+    case FieldKind::OptionalNumber:
+    case FieldKind::Limit: return (c.*(f.optional)).value_or(detail::kUnset);
     case FieldKind::WindowType: return static_cast<double>(c.window_type);
   }
   return detail::kUnset;
@@ -95,6 +101,7 @@ inline void config_set(Config& c, const FieldInfo& f, double v) noexcept {
   switch (f.kind) {
     case FieldKind::Number: c.*(f.number) = v; break;
     case FieldKind::OptionalNumber:
+    case FieldKind::Limit:
       if (std::isnan(v)) {
         (c.*(f.optional)).reset();
       } else {

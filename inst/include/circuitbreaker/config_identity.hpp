@@ -76,7 +76,11 @@ inline std::string config_value_text(const FieldInfo& f, double v) {
   if (f.kind == FieldKind::WindowType && (v == 0 || v == 1)) {
     return v == 1 ? "\"time\"" : "\"count\"";
   }
-  char buf[40];
+  char buf[48];
+  if (f.kind == FieldKind::Limit && v < 0 && v >= -1) {
+    std::snprintf(buf, sizeof buf, "share(%.15g)", -v);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%.15g", v);
   return buf;
 }
@@ -143,7 +147,8 @@ inline std::uint64_t config_hash(const ConfigValues& v) noexcept {
     const FieldInfo& f = kConfigFields[i];
     h.str(f.name);
     h.byte(static_cast<std::uint8_t>(f.kind));
-    if (f.kind == FieldKind::OptionalNumber && std::isnan(v[i])) {
+    if ((f.kind == FieldKind::OptionalNumber || f.kind == FieldKind::Limit) &&
+        std::isnan(v[i])) {
       h.byte(0);
     } else {
       h.byte(1);

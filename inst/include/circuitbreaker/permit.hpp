@@ -24,7 +24,12 @@ struct Permit {
   Nanos started_at = 0;
   std::uint32_t lease =
       0;  // serial of a probe's lease (1, 2, ... per half-open period); 0 otherwise
+  // The bulkhead permit this call holds (bulkhead.hpp), whatever its kind:
+  // its lease serial (0: none) and slot. Freed by record() or release(),
+  // once.
+  std::uint32_t bulk_lease = 0;
   std::uint8_t slot = kNoSlot;
+  std::uint8_t bulk_slot = kNoSlot;
   PermitKind kind = PermitKind::Counted;
 };
 

@@ -167,6 +167,10 @@ inline Snapshot make_snapshot(const BreakerState& st, const Settings& s,
   r.health_late = st.health_late;
   r.health_last_result = static_cast<std::uint8_t>(st.health_last_result);
   r.health_last_at = st.health_last_at;
+  r.in_flight = st.bulkhead.count();
+  r.max_concurrent = bulkhead_limit(s, st.bulkhead.members());
+  r.full_rejections = st.bulkhead.rejected();
+  r.bulkhead_members = st.bulkhead.members();
   return r;
 }
 

@@ -53,6 +53,13 @@ struct Snapshot {
   std::uint64_t health_passed = 0, health_failed = 0, health_late = 0;
   std::uint8_t health_last_result = 0;  // a HealthResult
   Nanos health_last_at = 0;
+  // The bulkhead (bulkhead.hpp): permits held now, the limit in effect (0:
+  // no bulkhead), calls rejected because it was full, processes counted for
+  // a share.
+  std::uint32_t in_flight = 0;
+  std::uint32_t max_concurrent = 0;
+  std::uint64_t full_rejections = 0;
+  std::uint32_t bulkhead_members = 0;
 };
 
 }  // namespace circuitbreaker

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "health.hpp"
+#include "bulkhead.hpp"
 #include "history.hpp"
 #include "permit.hpp"
 #include "probe_slots.hpp"
@@ -67,6 +68,11 @@ struct BreakerState {
   std::uint32_t health_closes = 0;
   HealthResult health_last_result = HealthResult::None;
   std::uint8_t health_unused_[7] = {};  // explicit, so that nothing is padding
+  // ---- The bulkhead (issue 22): its permits, their owners, the processes
+  // counted for a share and the count of full rejections (bulkhead.hpp).
+  // Not moved by transitions: a permit outlives a change of generation.
+  BulkheadPermits bulkhead;
+  // ---- end of the bulkhead block
 };
 
 inline AdmissionView admission_view(const BreakerState& s) noexcept {
@@ -111,7 +117,7 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
          s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid() &&
          health_due_valid(s.health_due_at) && time_valid(s.health_last_at) &&
-         static_cast<int>(s.health_last_result) < kHealthResultCount;
+         static_cast<int>(s.health_last_result) < kHealthResultCount && s.bulkhead.valid();
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
@@ -148,7 +154,7 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
 inline constexpr std::size_t kMaxBreakerStateBytes =
-    2504;  // 2448 + the health-check block (56)
+    3336;  // 2448 + the health-check block (56) + the bulkhead block (832)
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker

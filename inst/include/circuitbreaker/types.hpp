@@ -82,16 +82,19 @@ inline const char* state_name(State s) noexcept {
 enum class Outcome : std::uint8_t { Success = 0, Failure = 1, Ignored = 2 };
 inline constexpr int kOutcomeCount = 3;
 
-// Why acquire() said no. Only informational: every rejection is handled the
-// same way by callers (fallback or a circuit_breaker_open condition).
+// Why acquire() said no. Every rejection is handled the same way by callers
+// (the fallback, or a condition): circuit_breaker_full for Full,
+// circuit_breaker_open for the others.
 enum class Rejection : std::uint8_t {
   None = 0,
   Open = 1,          // OPEN and the open duration has not passed yet
   HalfOpenFull = 2,  // HALF_OPEN and every probe slot is taken
   ForcedOpen = 3,    // forced open by hand
-  RampUp = 4         // recently closed and this call is outside the admitted share
+  RampUp = 4,        // recently closed and this call is outside the admitted share
+  Full = 5           // the bulkhead (max_concurrent) has no free permit: not a
+                     // failure of the dependency, it moves no breaker state
 };
-inline constexpr int kRejectionCount = 5;
+inline constexpr int kRejectionCount = 6;
 
 inline const char* rejection_name(Rejection r) noexcept {
   switch (r) {
@@ -100,6 +103,7 @@ inline const char* rejection_name(Rejection r) noexcept {
     case Rejection::HalfOpenFull: return "half_open_full";
     case Rejection::ForcedOpen: return "forced_open";
     case Rejection::RampUp: return "ramp_up";
+    case Rejection::Full: return "full";
   }
   return "unknown";
 }

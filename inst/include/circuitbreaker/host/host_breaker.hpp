@@ -22,6 +22,11 @@
 //     increment that the next locked operation folds into the totals.
 //     Everything else (HALF_OPEN, the end of an open period, ramp-up) takes
 //     the lock, as does every record().
+//   - Bulkhead permits (bulkhead.hpp) are taken under the lock, owned by this
+//     process's id like probes, and freed the same way when their owner dies
+//     (by the next admission that finds the bulkhead full). A share counts
+//     the processes that acquired through the segment and have not closed
+//     it or died.
 //   - Probes of dead processes. A probe's slot records its owner's process
 //     id; when half-open is full, slots whose owner has died (SIGKILL while it
 //     held the probe) are freed at once, so the breaker probes again without
@@ -104,6 +109,7 @@ class HostBreaker {
   };
 
   HostBreaker() noexcept = default;
+  ~HostBreaker() { close(); }
   HostBreaker(const HostBreaker&) = delete;
   HostBreaker& operator=(const HostBreaker&) = delete;
 
@@ -140,7 +146,13 @@ class HostBreaker {
     return r;
   }
 
+  // Leaves the bulkhead's members first (a share counts the processes that
+  // use the breaker), when this process was counted.
   void close() noexcept {
+    if (breaker_ && tracks_owners_ && has_bulkhead(settings()) && healthy()) {
+      breaker_->leave(current_process_id());
+      (void)take_fault();
+    }
     breaker_.reset();
     mapping_.close();
   }
@@ -183,8 +195,12 @@ class HostBreaker {
     AdmissionView v;
     if (seg.read_admission(v)) {
       if (std::optional<Admission> a = admit_without_writing(v, now)) {
-        if (!a->permitted) seg.fast_rejected.fetch_add(1, std::memory_order_relaxed);
-        return *a;
+        if (!a->permitted) {
+          seg.fast_rejected.fetch_add(1, std::memory_order_relaxed);
+          return *a;
+        }
+        // A bulkhead's permit is taken under the lock (below).
+        if (!has_bulkhead(settings())) return *a;
       }
     }
     if (!tracks_owners_) {
