@@ -294,7 +294,12 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
                                 sentinel = NULL, master = "mymaster", sentinel_password = NULL) {
   call <- rlang::current_call()
   if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
-  check_string(url, call = call)
+  if (!is.character(url) || length(url) <= 1L) check_string(url, call = call)
+  if (length(url) > 100L || anyNA(url)) {
+    # Shown masked: a URL may hold a password.
+    abort_bad_argument("url", "a redis:// URL, or the URLs of 1 to 100 seed nodes of one Redis Cluster",
+                       vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), call = call)
+  }
   endpoint <- cb_redis_parse_url(url)
   check_string(prefix, call = call)
   if (!grepl("^[A-Za-z0-9_.:-]+$", prefix) || nchar(prefix) > 100L) {
@@ -311,7 +316,7 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   secret <- new.env(parent = emptyenv())
   secret$url <- url
   secret$sentinel_password <- sentinel_password
-  shown <- cb_mask_url(url)
+  shown <- paste(vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), collapse = ", ")
   if (!is.null(topology$sentinel)) {
     shown <- paste0("sentinel master \"", topology$master, "\" via ",
                     paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db)
@@ -412,7 +417,9 @@ store_label.circuit_breaker_store_redis <- function(store, m) paste0("fleet-shar
 #' @exportS3Method
 store_format_lines.circuit_breaker_store_redis <- function(store, m) {
   c(
-    if (identical(m$topology, "sentinel")) paste0("  Redis topology: ", redis_topology_text(m$topology, m$master)),
+    if (m$topology %in% c("sentinel", "cluster")) {
+      paste0("  Redis topology: ", redis_topology_text(m$topology, m$master, m$masters))
+    },
     if (identical(m$mode, "local") && !is.na(m$last_error)) paste0("  last error of the link to Redis: ", m$last_error)
   )
 }
@@ -453,7 +460,8 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
     fleet_failures = info$fleet_failures,
     last_error = link_error(info$last_error),
     topology = info$topology,
-    master = if (nzchar(info$master)) info$master else NA_character_
+    master = if (nzchar(info$master)) info$master else NA_character_,
+    masters = info$masters
   )
 }
 
@@ -467,13 +475,13 @@ link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
   list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
        fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
-       topology = NA_character_, master = NA_character_)
+       topology = NA_character_, master = NA_character_, masters = NA_real_)
 }
 
 # The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master")
+  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master", "masters")
 }
 
 #' @exportS3Method
@@ -501,25 +509,29 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   user <- if (isTRUE(e$has_username)) "***" else ""
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
-  where <- if (is.null(x$sentinel)) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
+  seeds <- if (is.null(e$seeds)) 1L else e$seeds
+  where <- if (is.null(x$sentinel) && seeds == 1L) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
   out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
   link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
                          "   failed: ", link$sync_failures),
-             paste0("  topology: ", redis_topology_text(link$topology, link$master)))
+             paste0("  topology: ", redis_topology_text(link$topology, link$master, link$masters)))
     error <- link_error(link$last_error)
     if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
   }
   out
 }
 
-# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)" or
-# "sentinel (no master found yet)".
-redis_topology_text <- function(topology, master) {
+# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)",
+# "sentinel (no master found yet)", "cluster (3 masters)" or, for a
+# breaker, "cluster (3 masters; this breaker's: 127.0.0.1:7001)".
+redis_topology_text <- function(topology, master, masters = NA) {
   known <- !is.na(master) && nzchar(master)
   switch(topology,
+         cluster = paste0("cluster (", masters, if (identical(masters, 1)) " master" else " masters",
+                          if (known) paste0("; this breaker's: ", master), ")"),
          sentinel = paste0("sentinel (", if (known) paste("master", master) else "no master found yet", ")"),
          paste0(topology, if (known) paste0(" (", master, ")")))
 }
