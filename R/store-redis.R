@@ -139,8 +139,9 @@ NULL
 #' message, `print()`, `$metrics()` or a log.
 #'
 #' `$metrics()`, [breaker_list()] and the status routes show `topology`
-#' (`"single"` or `"sentinel"`) and `master`, the address of the master the
-#' store last connected to (`NA` before it found one); `print()` of the store
+#' (`"single"`, `"sentinel"` or `"cluster"`), `master`, the address of the
+#' master the store last connected to (`NA` before it found one), and
+#' `masters`, their number (1 but on a cluster); `print()` of the store
 #' shows them as `topology: sentinel (master 10.0.0.5:6379)`.
 #'
 #' *During a failover* (the master dies; the sentinels agree, after their
@@ -166,7 +167,58 @@ NULL
 #' `min-replicas-max-lag` narrow the window (at the cost of refusing writes
 #' when the replicas lag; the store then runs on local rules).
 #'
-#' Redis Cluster is not supported yet (see "Keys").
+#' *On a Redis Cluster*, give any node as `url`, or several (the seed
+#' nodes), as a character vector of URLs: `c("redis://10.0.0.1:6379/0",
+#' "redis://10.0.0.2:6379/0")`. They share one user name and password, and
+#' the database is 0 (a cluster has no other; another is refused with an
+#' error naming `url`). On its first connection the store asks the first
+#' seed that answers for its slot map (`CLUSTER SLOTS`): a map means a
+#' cluster; an error, a single server (which several URLs cannot be).
+#' Nothing else changes for a single server.
+#'
+#' On a cluster, no script touches keys of two slots: a sync sends one
+#' `EVALSHA` per breaker (every key of a breaker is in one slot, see
+#' "Keys"), in one pipeline per master; every master's pipeline is written
+#' before any reply is read, so a sync costs about one round trip, however
+#' many masters and breakers, and the whole sync is bounded by `timeout`.
+#' A master that carries no breaker in a sync gets a `PING` instead, so an
+#' idle store costs each master a `PING` per sync. The store keeps the slot
+#' map: a `MOVED` reply corrects it at once (and the map is read again at
+#' the next sync), and the breaker's report goes again to the node named,
+#' within the same sync if time is left (reports carry ids: it is counted
+#' once); an `ASK` reply (a slot being migrated) is followed with `ASKING`;
+#' a node that lost the scripts (`NOSCRIPT`) gets them again. A half-open
+#' probe's lease goes to the master of its breaker's slot and follows one
+#' redirect, within `timeout`. The store subscribes to its events channel
+#' on one node (pub/sub reaches every node of a cluster); when that node is
+#' lost, it subscribes on another and reads every breaker once.
+#'
+#' `topology` is then `"cluster"`, `masters` the number of masters and
+#' `master` the address of the master that serves the breaker;
+#' `print()` of the store shows `topology: cluster (3 masters)`. `mode` and
+#' `sync_lag` are each breaker's: a breaker whose master cannot be reached
+#' says `"local"` while the others sync.
+#'
+#' *During a resharding* (a slot moved to another master) the first reports
+#' sent to the old master come back `MOVED` (or `ASK`, or `TRYAGAIN` while
+#' the slot's keys are split between the two nodes); they go again, to the
+#' new master, in the same or the next sync. Nothing is lost: the keys move
+#' with their slot.
+#'
+#' *When a master dies*, the breakers it served run on local rules (their
+#' mode says `"local"`; their reports wait) while the others sync; no call
+#' waits longer than `timeout`, and the dead node is asked again only every
+#' quarter of a second. The cluster promotes a replica after its
+#' `cluster-node-timeout` (and a second or so of election); at the next
+#' sync after that the store reads the new map from any node it knows (the
+#' seeds and the nodes of the map) and sends the waiting reports there. So
+#' the fleet resumes within about `cluster-node-timeout` plus two seconds
+#' plus one `sync_interval` after the master died (in the tests, with a
+#' `cluster-node-timeout` of one second: well within 60 seconds, the bound
+#' they assert). What the dead master had not yet replicated is lost, as
+#' with Sentinel (below): the last counts, a trip or a lease of its last
+#' moments; the fleet rebuilds these breakers from the processes' reports.
+#'
 #'
 #' @section Keys:
 #' Every key of breaker `name` in a store with prefix `prefix` is
@@ -197,10 +249,10 @@ NULL
 #' `cb1` is the key format's version. It comes before the braces, which are a
 #' Redis Cluster hash tag holding the whole identity and nothing else, so
 #' that a breaker's keys share one slot; a later format gets another
-#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. One sync
-#' still covers several breakers, so Redis Cluster is not supported yet (a
-#' sync would have to be split by slot); nor is TLS (`rediss://`), which
-#' may come later.
+#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. On a Redis
+#' Cluster each script call covers one breaker, so that it touches one slot
+#' (see "Topologies and failover"). TLS (`rediss://`) is not supported yet.
+#' (With `redis-cli`, add `-c` on a cluster to follow the redirects.)
 #'
 #' To remove a breaker's keys (once no process uses it, for instance to
 #' change its rule arguments), call [breaker_store_unlink()] with the store:
@@ -260,6 +312,9 @@ NULL
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL; `NULL` (the
 #'   default) is `"redis://127.0.0.1:6379/0"`. With `sentinel`, only its user
 #'   name, password and database are used (see "Topologies and failover").
+#'   On a Redis Cluster, any node's URL, or the URLs of several (1 to 100
+#'   seed nodes, with one user name and password, and database 0); the
+#'   store finds out by itself that it is a cluster.
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
 #' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
@@ -281,6 +336,9 @@ NULL
 #' \dontrun{
 #' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
 #' # A master behind Sentinel; the password from the environment:
+#' # A Redis Cluster, given two of its nodes:
+#' clustered <- breaker_store_redis(c("redis://10.0.0.1:6379/0", "redis://10.0.0.2:6379/0"),
+#'                                  prefix = "myapp")
 #' ha <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp",
 #'                           sentinel = c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"),
 #'                           master = "mymaster")
