@@ -113,7 +113,7 @@ SEXP cb_redis_ping(SEXP spec) {
   const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   circuitbreaker::RedisConnection c;
   std::string message;
-  bool ok = c.connect(fs.endpoint, fs.timeout);
+  bool ok = circuitbreaker::connect_first_seed(c, fs.endpoint, fs.timeout);
   if (ok) {
     circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
     ok = r && r->type != REDIS_REPLY_ERROR;
@@ -251,18 +251,20 @@ double cb_fleet_unlink(SEXP spec) {
   const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   Rcpp::List l(spec);
   const std::string name = Rcpp::as<std::string>(l["name"]);
-  circuitbreaker::RedisConnection c;
+  circuitbreaker::RedisConnection c, redirected;
   std::string error;
-  if (c.connect(fs.endpoint, fs.timeout)) {
+  if (circuitbreaker::connect_first_seed(c, fs.endpoint, fs.timeout)) {
     std::vector<std::string> del{"DEL"};
     for (std::string& k : circuitbreaker::fleet_breaker_keys(fs.prefix, name)) {
       del.push_back(std::move(k));
     }
-    circuitbreaker::RedisConnection::ReplyPtr r = c.command(del);
+    // On a cluster, the node that serves the breaker's slot.
+    circuitbreaker::RedisConnection::ReplyPtr r = circuitbreaker::command_following_redirect(
+        c, fs.endpoint, del, fs.timeout, redirected);
     if (r && r->type == REDIS_REPLY_INTEGER) return static_cast<double>(r->integer);
     error = r ? circuitbreaker::redact_password(
                     circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
-              : c.error();
+              : (redirected.error().empty() ? c.error() : redirected.error());
   } else {
     error = c.error();
   }

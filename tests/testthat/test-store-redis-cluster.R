@@ -109,6 +109,16 @@ test_that("processes on breakers over every master give exact counts, share a tr
     expect_identical(cluster_fleet(cluster, name, "tf"), 12)
   }
 
+  # Ping and unlink find their node (any seed; the slot's master).
+  store <- do.call(breaker_store_redis, store_args)
+  expect_true(breaker_store_redis_ping(store))
+  for (name in names[1:3]) {
+    expect_true(breaker_store_unlink(name, store))
+    expect_true(is.na(cluster_fleet(cluster, name, "tc")))
+  }
+  dead_first <- breaker_store_redis(c("redis://127.0.0.1:1/0", store_args$url), timeout = 0.5)
+  expect_true(breaker_store_redis_ping(dead_first))
+
   # A trip: two failures here, three in another process.
   store <- do.call(breaker_store_redis, store_args)
   trip_name <- "tripper"

@@ -79,6 +79,41 @@ inline const char* read_cluster_map(RedisConnection& conn, const RedisNodeAddres
   return ClusterSlotMap::build(ranges, out);
 }
 
+// Connects `conn` to the first of `e`'s seed nodes that answers (the
+// server, or through the sentinels, with one URL), within `timeout` in all.
+inline bool connect_first_seed(RedisConnection& conn, const RedisEndpoint& e,
+                               Nanos timeout) {
+  if (e.seeds.size() <= 1) return conn.connect(e, timeout);
+  const Nanos deadline = SteadyClock::now() + timeout;
+  std::string why = "no seed node answered in time";
+  for (const RedisNodeAddress& at : e.seeds) {
+    const Nanos left = deadline - SteadyClock::now();
+    if (left <= 0) break;
+    if (conn.connect_node(e, at, left)) return true;
+    why = at.text() + ": " + conn.error();
+  }
+  conn.fail(why);
+  return false;
+}
+
+// A one-key command on `conn`; on a cluster node that answers MOVED or ASK,
+// once more on the node named (a connection of its own), within `timeout`.
+inline RedisConnection::ReplyPtr command_following_redirect(
+    RedisConnection& conn, const RedisEndpoint& e, const std::vector<std::string>& args,
+    Nanos timeout, RedisConnection& other) {
+  RedisConnection::ReplyPtr r = conn.command(args);
+  ClusterRedirect rd;
+  if (!r || r->type != REDIS_REPLY_ERROR ||
+      parse_cluster_redirect(RedisConnection::reply_text(r.r), rd) != nullptr) {
+    return r;
+  }
+  // The host of a redirect is the asked node's when empty: the seeds'.
+  const RedisNodeAddress asked = e.seed_nodes().front();
+  if (!other.connect_node(e, rd.target(asked), timeout)) return RedisConnection::ReplyPtr{};
+  if (rd.ask && !other.command({"ASKING"})) return RedisConnection::ReplyPtr{};
+  return other.command(args);
+}
+
 class ClusterClient {
  public:
   explicit ClusterClient(std::shared_ptr<ClusterView> view) : view_(std::move(view)) {}

@@ -22,24 +22,17 @@
 //
 // The caller's thread uses its own connection, for one thing only: the
 // fleet-wide lease of a half-open probe (and the first registration of a
-// breaker), each bounded by `timeout` in all (connect included).
+// breaker), each bounded by `timeout` in all (connect included). A
+// connection the server closed while it was idle is found dead only by the
+// next command, so both threads try once more on a new connection before
+// they call Redis unreachable (and the mode says "local").
 //
-// A connection the server closed while it was idle (Redis restarted,
-// CLIENT KILL, Redis's own idle `timeout`, a proxy's) is found dead only by
-// the next command, which fails at once. So both the sync thread and a
-// lease try once more on a new connection before they call Redis
-// unreachable: a probe goes out without a fleet-wide lease only when Redis
-// really cannot be reached, and the mode then says "local".
+// The link has its own breaker (redis/link.hpp): after a failed round trip
+// nothing waits on Redis until it lets a retry through; breakers run on
+// local rules (mode "local"), their counts pending until the reconnect.
 //
-// The link has its own breaker (redis/link.hpp): a failed round trip opens
-// it, and until it lets a retry through, nothing waits on Redis; every
-// breaker runs on its local rules (mode "local") and its counts wait in its
-// pending report, to be merged on reconnect.
-//
-// This file holds the sync itself: its thread, its members, its
-// connections and its wake-ups. The link's state and the alone rule are in
-// redis/link.hpp, the round trips in redis/round_trip.hpp, the per-process
-// registry of syncs in redis/registry.hpp.
+// Here: the thread, its members and wake-ups. The link's state is in
+// link.hpp, the round trips in round_trip.hpp and cluster_sync.hpp.
 #ifndef CIRCUITBREAKER_REDIS_SYNC_HPP
 #define CIRCUITBREAKER_REDIS_SYNC_HPP
 
@@ -159,15 +152,12 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   }
 
   // A fleet-wide probe lease for the breaker whose LEASE keys are `keys`
-  // (fleet/script.hpp, LEASE; redis/keys.hpp's fleet_lease_keys()), within
-  // `timeout` in all (the wait for the caller's connection included), on the
-  // caller's connection, tried again once on a new one (fleet_lease()).
-  // Returns the script's reply; {"busy"} when another call
-  // held the connection for the whole timeout (the probe is declined, not
-  // sent: Redis is reachable, so a probe without a lease could be one too
-  // many); nullopt when Redis cannot be reached, and at once while the link
-  // is down: then the link is marked down (mode "local") and the probe goes
-  // out on local rules.
+  // (fleet/script.hpp, LEASE; keys.hpp's fleet_lease_keys()), within
+  // `timeout` in all, on the caller's connection (transport.hpp). Returns
+  // the script's reply; {"busy"} when another call held the connection for
+  // the whole timeout (the probe is declined: Redis is reachable); nullopt
+  // when Redis (on a cluster: the breaker's master) cannot be reached, and
+  // at once while the link is down: the probe goes out on local rules.
   std::optional<std::vector<std::string>> lease(const std::vector<std::string>& keys,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
@@ -206,27 +196,15 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   Stats stats() const { return link_.stats(now(), linked()); }
 
-  // What one breaker's link says: the store's, and on a cluster, its
-  // master's (a master out of reach leaves its breakers on local rules and
-  // their sync_lag growing, while the others sync).
+  // One breaker's link (on a cluster, its master's), the topology, the
+  // masters, the master of `key` (transport.hpp).
   Stats stats_for(const std::string& key) const {
-    Stats s = stats();
-    if (!view_->cluster()) return s;
-    const ClusterView::KeyHealth h = view_->health_of_key(key);
-    s.linked = s.linked && h.known && h.up;
-    s.since_last_sync = h.last_ok > 0 ? now() - h.last_ok : -1;
-    return s;
+    return breaker_link_stats(stats(), *view_, key, now());
   }
-  // "single", "sentinel" or "cluster"; the masters of a cluster; the master
-  // that serves `key` ("" when none is known).
-  const char* topology() const noexcept {
-    return view_->cluster() ? "cluster" : spec_.endpoint.topology();
-  }
+  const char* topology() const noexcept { return store_topology(*view_, spec_.endpoint); }
   std::size_t masters() const { return view_->cluster() ? view_->master_count() : 1; }
   std::string master_for(const std::string& key) const {
-    if (!view_->cluster()) return spec_.endpoint.master_address();
-    const ClusterView::KeyHealth h = view_->health_of_key(key);
-    return h.known ? h.master.text() : std::string();
+    return master_of_key(*view_, spec_.endpoint, key);
   }
 
  private:
@@ -250,10 +228,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return std::nullopt;
   }
 
-  // Locks `m` by `deadline`, or false. It polls: the caller's connection is
-  // held for a few round trips at most, and rarely (a timed mutex would
-  // do, but GCC 12's ThreadSanitizer does not see pthread_mutex_clocklock()
-  // and reports every unlock after it).
+  // Locks `m` by `deadline`, or false. It polls (GCC 12's ThreadSanitizer
+  // does not see pthread_mutex_clocklock(), so no timed mutex).
   static bool lock_until(std::mutex& m, Nanos deadline) {
     while (!m.try_lock()) {
       if (SteadyClock::now() >= deadline) return false;

@@ -83,7 +83,7 @@ class FleetTransport {
       const Nanos left = deadline - SteadyClock::now();
       if (left <= 0) break;
       if (!single_.connect_node(spec.endpoint, at, left)) {
-        why = at.text() + ": " + single_.error();
+        why = where(spec, at) + single_.error();
         continue;
       }
       ClusterSlotMap map;
@@ -95,7 +95,7 @@ class FleetTransport {
         return true;
       }
       if (!single_.connected()) {
-        why = at.text() + ": " + single_.error();
+        why = where(spec, at) + single_.error();
         continue;
       }
       if (spec.endpoint.seeds.size() > 1) {
@@ -110,10 +110,41 @@ class FleetTransport {
     return false;
   }
 
+  // Which seed an error is of, when there are several (one URL's errors
+  // read as they always have).
+  static std::string where(const FleetSpec& spec, const RedisNodeAddress& at) {
+    return spec.endpoint.seeds.size() > 1 ? at.text() + ": " : std::string();
+  }
+
   std::shared_ptr<ClusterView> view_;
   RedisConnection single_;
   ClusterClient cluster_;
 };
+
+// What one breaker's link says (`store`: the store's): on a cluster, its
+// master's, so that a master out of reach leaves its breakers on local
+// rules (mode "local", sync_lag growing) while the others sync.
+inline FleetLink::Stats breaker_link_stats(FleetLink::Stats store, const ClusterView& view,
+                                           const std::string& key, Nanos now) {
+  if (!view.cluster()) return store;
+  const ClusterView::KeyHealth h = view.health_of_key(key);
+  store.linked = store.linked && h.known && h.up;
+  store.since_last_sync = h.last_ok > 0 ? now - h.last_ok : -1;
+  return store;
+}
+
+// "single", "sentinel" or "cluster", as $metrics() and print() show it.
+inline const char* store_topology(const ClusterView& view, const RedisEndpoint& e) noexcept {
+  return view.cluster() ? "cluster" : e.topology();
+}
+
+// The master that serves `key` ("" when none is known yet).
+inline std::string master_of_key(const ClusterView& view, const RedisEndpoint& e,
+                                 const std::string& key) {
+  if (!view.cluster()) return e.master_address();
+  const ClusterView::KeyHealth h = view.health_of_key(key);
+  return h.known ? h.master.text() : std::string();
+}
 
 }  // namespace circuitbreaker
 
