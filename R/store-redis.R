@@ -208,7 +208,11 @@ NULL
 #' *When a master dies*, the breakers it served run on local rules (their
 #' mode says `"local"`; their reports wait) while the others sync; no call
 #' waits longer than `timeout`, and the dead node is asked again only every
-#' quarter of a second. The cluster promotes a replica after its
+#' quarter of a second. Once the cluster has marked the master as failed
+#' (after `cluster-node-timeout`), a cluster with
+#' `cluster-require-full-coverage yes` (the default) refuses every write
+#' (`CLUSTERDOWN`) until a replica is promoted: then every breaker runs on
+#' local rules for that moment, and the store may say it is alone. The cluster promotes a replica after its
 #' `cluster-node-timeout` (and a second or so of election); at the next
 #' sync after that the store reads the new map from any node it knows (the
 #' seeds and the nodes of the map) and sends the waiting reports there. So

@@ -267,33 +267,37 @@ test_that("a master killed: its replica is promoted and the fleet resumes; no ca
   killed_at <- Sys.time()
   slowest <- 0
   resumed <- FALSE
-  while (Sys.time() < killed_at + 60) {
-    for (n in names(cbs)) {
-      t <- timed(cbs[[n]]$execute(function() "ok", function() "fb"))
-      expect_identical(t$value, "ok")
-      counts[[n]] <- counts[[n]] + 1
-      slowest <- max(slowest, t$seconds)
+  # The whole cluster may refuse writes (CLUSTERDOWN) until the promotion,
+  # so the store may be alone for a moment: not what this test is about.
+  quietly_alone({
+    while (Sys.time() < killed_at + 60) {
+      for (n in names(cbs)) {
+        t <- timed(cbs[[n]]$execute(function() "ok", function() "fb"))
+        expect_identical(t$value, "ok")
+        counts[[n]] <- counts[[n]] + 1
+        slowest <- max(slowest, t$seconds)
+      }
+      made <- timed(circuit_breaker(name = "during", store = store, failure_threshold = 5, recovery_timeout = 30))
+      breaker_remove("during")
+      slowest <- max(slowest, made$seconds)
+      m <- cbs[[victim]]$metrics()
+      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
+        resumed <- TRUE
+        break
+      }
+      Sys.sleep(0.05)
     }
-    made <- timed(circuit_breaker(name = "during", store = store, failure_threshold = 5, recovery_timeout = 30))
-    breaker_remove("during")
-    slowest <- max(slowest, made$seconds)
-    m <- quietly_alone(cbs[[victim]]$metrics())
-    if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
-      resumed <- TRUE
-      break
-    }
-    Sys.sleep(0.05)
-  }
+  })
   seconds <- as.numeric(difftime(Sys.time(), killed_at, units = "secs"))
   record_topology_timings("cluster-store-resume", c(seconds = seconds))
   expect_true(resumed)
   expect_lt(slowest, 10)  # a hang detector, not a timing
   promoted <- cluster$master_of(fleet_key_of("circuitbreaker", victim))
-  expect_identical(cbs[[victim]]$metrics()$master, paste0("127.0.0.1:", promoted))
+  expect_identical(quietly_alone(cbs[[victim]]$metrics())$master, paste0("127.0.0.1:", promoted))
   # Every call made, before and during the failover, counted once.
   for (n in names(cbs)) {
     expect_true(wait_until(function() identical(cluster_fleet(cluster, n, "tc"), counts[[n]]), timeout = 20,
                            what = paste("the counts of", n)))
   }
-  expect_true(all(vapply(cbs, function(cb) identical(cb$metrics()$mode, "fleet"), TRUE)))
+  expect_true(all(vapply(cbs, function(cb) identical(quietly_alone(cb$metrics())$mode, "fleet"), TRUE)))
 })
