@@ -229,7 +229,8 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   // One URL, or the seed nodes of a cluster (checked by R's
   // breaker_store_redis(): one user, password and database for all).
   SEXP urls = l["url"];
-  if (TYPEOF(urls) != STRSXP || Rf_xlength(urls) < 1) abort_invalid_object("Redis store URL");
+  if (TYPEOF(urls) != STRSXP || Rf_xlength(urls) < 1)
+    abort_invalid_object("Redis store URL");
   for (R_xlen_t i = 0; i < Rf_xlength(urls); ++i) {
     circuitbreaker::RedisEndpoint e;
     if (STRING_ELT(urls, i) == NA_STRING ||

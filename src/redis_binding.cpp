@@ -70,11 +70,10 @@ SEXP cb_redis_parse_url(SEXP url) {
   const R_xlen_t n = TYPEOF(url) == STRSXP ? Rf_xlength(url) : 0;
   if (n <= 1) {
     const circuitbreaker::RedisEndpoint e = endpoint_from(url);
-    return Rcpp::List::create(Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
-                              Rcpp::Named("db") = e.db,
-                              Rcpp::Named("has_username") = !e.username.empty(),
-                              Rcpp::Named("has_password") = e.has_password,
-                              Rcpp::Named("seeds") = 1);
+    return Rcpp::List::create(
+        Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
+        Rcpp::Named("db") = e.db, Rcpp::Named("has_username") = !e.username.empty(),
+        Rcpp::Named("has_password") = e.has_password, Rcpp::Named("seeds") = 1);
   }
   circuitbreaker::RedisEndpoint first;
   for (R_xlen_t i = 0; i < n; ++i) {
@@ -85,21 +84,22 @@ SEXP cb_redis_parse_url(SEXP url) {
     const bool same = e.username == first.username && e.password == first.password &&
                       e.has_password == first.has_password;
     if (!same || e.db != 0) {
-      SEXP text = PROTECT(
-          Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, i))).c_str()));
-      cbr::abort_argument("url",
-                          same ? "the seed nodes of one Redis Cluster, each with database 0 "
-                                 "(a cluster has no other): \"redis://host:port/0\""
-                               : "the seed nodes of one Redis Cluster, each with the same "
-                                 "user name and password",
-                          text);
+      SEXP text = PROTECT(Rf_mkString(
+          circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, i))).c_str()));
+      cbr::abort_argument(
+          "url",
+          same ? "the seed nodes of one Redis Cluster, each with database 0 "
+                 "(a cluster has no other): \"redis://host:port/0\""
+               : "the seed nodes of one Redis Cluster, each with the same "
+                 "user name and password",
+          text);
     }
   }
-  return Rcpp::List::create(Rcpp::Named("host") = first.host,
-                            Rcpp::Named("port") = first.port, Rcpp::Named("db") = first.db,
-                            Rcpp::Named("has_username") = !first.username.empty(),
-                            Rcpp::Named("has_password") = first.has_password,
-                            Rcpp::Named("seeds") = static_cast<int>(n));
+  return Rcpp::List::create(
+      Rcpp::Named("host") = first.host, Rcpp::Named("port") = first.port,
+      Rcpp::Named("db") = first.db, Rcpp::Named("has_username") = !first.username.empty(),
+      Rcpp::Named("has_password") = first.has_password,
+      Rcpp::Named("seeds") = static_cast<int>(n));
 }
 
 // Connects (through the sentinels, when the store has some), authenticates,
@@ -259,8 +259,9 @@ double cb_fleet_unlink(SEXP spec) {
       del.push_back(std::move(k));
     }
     // On a cluster, the node that serves the breaker's slot.
-    circuitbreaker::RedisConnection::ReplyPtr r = circuitbreaker::command_following_redirect(
-        c, fs.endpoint, del, fs.timeout, redirected);
+    circuitbreaker::RedisConnection::ReplyPtr r =
+        circuitbreaker::command_following_redirect(c, fs.endpoint, del, fs.timeout,
+                                                   redirected);
     if (r && r->type == REDIS_REPLY_INTEGER) return static_cast<double>(r->integer);
     error = r ? circuitbreaker::redact_password(
                     circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)

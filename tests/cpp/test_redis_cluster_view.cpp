@@ -52,9 +52,12 @@ TEST_CASE("cluster view: mode, routing and MOVED", "[redis-cluster-view]") {
   CHECK(view.cluster());
   CHECK_FALSE(view.refresh_due());
   CHECK(view.master_count() == 3);
-  CHECK(view.masters() == std::vector<cb::RedisNodeAddress>{node(7000), node(7001), node(7002)});
-  const std::vector<cb::RedisNodeAddress> routed = view.route({0, 5460, 5461, 16383}, gen);
-  CHECK(routed == std::vector<cb::RedisNodeAddress>{node(7000), node(7000), node(7001), node(7002)});
+  CHECK(view.masters() ==
+        std::vector<cb::RedisNodeAddress>{node(7000), node(7001), node(7002)});
+  const std::vector<cb::RedisNodeAddress> routed =
+      view.route({0, 5460, 5461, 16383}, gen);
+  CHECK(routed == std::vector<cb::RedisNodeAddress>{node(7000), node(7000), node(7001),
+                                                    node(7002)});
   CHECK(gen == 1);
 
   // A MOVED for a report routed with that map: the slot moves at once, and
@@ -118,8 +121,8 @@ TEST_CASE("cluster view: a breaker's master and its health", "[redis-cluster-vie
   cb::ClusterRedirect moved;
   const std::uint16_t slot = cb::cluster_key_slot(key);
   const cb::RedisNodeAddress other = master == node(7000) ? node(7001) : node(7000);
-  REQUIRE(cb::parse_cluster_redirect(
-              "MOVED " + std::to_string(slot) + " " + other.text(), moved) == nullptr);
+  REQUIRE(cb::parse_cluster_redirect("MOVED " + std::to_string(slot) + " " + other.text(),
+                                     moved) == nullptr);
   std::uint64_t gen = 0;
   view.route({slot}, gen);
   view.on_moved(moved, master, gen);
@@ -150,9 +153,9 @@ TEST_CASE("cluster view: the sync thread and callers share it without races",
     cb::ClusterRedirect moved;
     for (int i = 0; i < 2000; ++i) {
       const int slot = i % 16384;
-      REQUIRE(cb::parse_cluster_redirect(
-                  "MOVED " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(7000 + i % 3),
-                  moved) == nullptr);
+      REQUIRE(cb::parse_cluster_redirect("MOVED " + std::to_string(slot) +
+                                             " 127.0.0.1:" + std::to_string(7000 + i % 3),
+                                         moved) == nullptr);
       view.on_moved(moved, node(7000), view.generation());
       view.note_node(node(7000 + i % 3), i % 2 == 0, i);
       if (i % 100 == 0) view.install(three_masters());

@@ -72,7 +72,8 @@ inline const char* read_cluster_map(RedisConnection& conn, const RedisNodeAddres
   if (!r) return "no answer to CLUSTER SLOTS";
   if (r->type == REDIS_REPLY_ERROR) return "not a Redis Cluster node";
   RedisValue v;
-  if (!reply_value_from_hiredis(r.r, v)) return "an answer to CLUSTER SLOTS that is not a reply";
+  if (!reply_value_from_hiredis(r.r, v))
+    return "an answer to CLUSTER SLOTS that is not a reply";
   std::vector<ClusterSlotRange> ranges;
   if (const char* bad = parse_cluster_slots(v, at, ranges)) return bad;
   if (ranges.empty()) return "a cluster without slots";
@@ -109,7 +110,8 @@ inline RedisConnection::ReplyPtr command_following_redirect(
   }
   // The host of a redirect is the asked node's when empty: the seeds'.
   const RedisNodeAddress asked = e.seed_nodes().front();
-  if (!other.connect_node(e, rd.target(asked), timeout)) return RedisConnection::ReplyPtr{};
+  if (!other.connect_node(e, rd.target(asked), timeout))
+    return RedisConnection::ReplyPtr{};
   if (rd.ask && !other.command({"ASKING"})) return RedisConnection::ReplyPtr{};
   return other.command(args);
 }
@@ -196,7 +198,8 @@ class ClusterClient {
         written.emplace_back(at, c);
       }
       for (auto& [at, c] : written) {
-        const bool ok = read(spec, *c, at, items, groups[at], routed, deadline, link, todo);
+        const bool ok =
+            read(spec, *c, at, items, groups[at], routed, deadline, link, todo);
         auto found = answered.find(at);
         if (found == answered.end()) {
           answered[at] = ok;

@@ -64,7 +64,8 @@ class ClusterView {
     std::lock_guard<std::mutex> g(mutex_);
     generation = topology_.generation();
     for (std::size_t i = 0; i < slots.size(); ++i) {
-      if (const RedisNodeAddress* m = topology_.map().master_of_slot(slots[i])) out[i] = *m;
+      if (const RedisNodeAddress* m = topology_.map().master_of_slot(slots[i]))
+        out[i] = *m;
     }
     return out;
   }

@@ -120,7 +120,9 @@ class RedisConnection {
   }
 
   // Whether both scripts are loaded on this connection (load_scripts()).
-  bool scripts_loaded() const noexcept { return !sync_sha_.empty() && !lease_sha_.empty(); }
+  bool scripts_loaded() const noexcept {
+    return !sync_sha_.empty() && !lease_sha_.empty();
+  }
   // A NOSCRIPT answer: the node lost its scripts (SCRIPT FLUSH, a restart,
   // a promoted replica); load_scripts() loads them again.
   void forget_scripts() noexcept {
@@ -189,7 +191,6 @@ class RedisConnection {
     }
     return true;
   }
-
 
   // A command; an empty reply (and a closed connection) when the round trip
   // failed: hiredis contexts are unusable after an I/O error or timeout.

@@ -124,7 +124,8 @@ class FleetTransport {
 // What one breaker's link says (`store`: the store's): on a cluster, its
 // master's, so that a master out of reach leaves its breakers on local
 // rules (mode "local", sync_lag growing) while the others sync.
-inline FleetLink::Stats breaker_link_stats(FleetLink::Stats store, const ClusterView& view,
+inline FleetLink::Stats breaker_link_stats(FleetLink::Stats store,
+                                           const ClusterView& view,
                                            const std::string& key, Nanos now) {
   if (!view.cluster()) return store;
   const ClusterView::KeyHealth h = view.health_of_key(key);
@@ -134,7 +135,8 @@ inline FleetLink::Stats breaker_link_stats(FleetLink::Stats store, const Cluster
 }
 
 // "single", "sentinel" or "cluster", as $metrics() and print() show it.
-inline const char* store_topology(const ClusterView& view, const RedisEndpoint& e) noexcept {
+inline const char* store_topology(const ClusterView& view,
+                                  const RedisEndpoint& e) noexcept {
   return view.cluster() ? "cluster" : e.topology();
 }
 
