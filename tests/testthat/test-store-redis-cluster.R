@@ -301,3 +301,51 @@ test_that("a master killed: its replica is promoted and the fleet resumes; no ca
   }
   expect_true(all(vapply(cbs, function(cb) identical(quietly_alone(cb$metrics())$mode, "fleet"), TRUE)))
 })
+
+test_that("a slot in migration: ASK is followed with ASKING on the node named; the counts wait, then land once", {
+  cluster <- local_redis_cluster()
+  store <- do.call(breaker_store_redis, cluster_store_args(cluster))
+  masters <- cluster$nodes$port[cluster$nodes$role == "master"]
+  cb <- local_shared_breaker(store, "asked", fleet_args(failure_threshold = 1e6))
+  key <- fleet_key_of("circuitbreaker", "asked")
+  slot <- as.integer(cluster$cli(masters[[1]], "CLUSTER", "KEYSLOT", key))
+  from <- cluster$master_of(key)
+  to <- masters[masters != from][[1]]
+  for (i in 1:10) cb$execute(function() "ok", function() "fb")
+  expect_true(wait_until(function() identical(cluster_fleet(cluster, "asked", "tc"), 10)))
+
+  # Half a resharding: the slot's keys are on `to`, but the slot is still
+  # `from`'s, which answers ASK for them.
+  from_id <- cluster$cli(from, "CLUSTER", "MYID")
+  to_id <- cluster$cli(to, "CLUSTER", "MYID")
+  cluster$cli(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", from_id)
+  cluster$cli(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", to_id)
+  keys <- cluster$cli(from, "CLUSTER", "GETKEYSINSLOT", slot, 100L)
+  keys <- keys[nzchar(keys)]
+  expect_gt(length(keys), 0L)
+  cluster$cli(from, "MIGRATE", "127.0.0.1", to, "", 0L, 5000L, "KEYS", keys)
+  for (port in masters) cluster$cli(port, "CONFIG", "RESETSTAT")
+  asking <- function() {
+    line <- grep("^cmdstat_asking:", cluster$cli(to, "INFO", "commandstats"), value = TRUE)
+    if (length(line) == 0L) 0 else as.numeric(sub("^[^:]*:calls=([0-9]+),.*$", "\\1", line))
+  }
+  slowest <- 0
+  quietly_alone({
+    for (i in 1:10) {
+      t <- timed(cb$execute(function() "ok", function() "fb"))
+      slowest <- max(slowest, t$seconds)
+    }
+    # The store follows the ASK (Redis may then answer TRYAGAIN for a
+    # script whose keys are split between the two nodes: the report waits).
+    expect_true(wait_until(function() asking() > 0, what = "an ASKING on the importing node"))
+  })
+  expect_identical(quietly_alone(cb$metrics())$master, paste0("127.0.0.1:", from))  # ASK keeps the map
+
+  # The resharding ends: the reports go to the new master, counted once.
+  for (port in unique(c(to, from, masters))) cluster$cli(port, "CLUSTER", "SETSLOT", slot, "NODE", to_id)
+  expect_true(wait_until(function() identical(cluster_fleet(cluster, "asked", "tc"), 20), timeout = 20,
+                         what = "every call counted once"))
+  expect_true(wait_until(function() identical(quietly_alone(cb$metrics())$master, paste0("127.0.0.1:", to))))
+  expect_true(wait_until(function() identical(quietly_alone(cb$metrics())$mode, "fleet")))
+  expect_lt(slowest, 10)  # a hang detector, not a timing
+})
