@@ -83,7 +83,8 @@ cat("\nOne sync, 100 busy breakers (bench/cluster/sync_round_trip.cpp):\n")
 exe <- file.path(dir, "sync_round_trip")
 cflags <- system2("pkg-config", c("--cflags", "hiredis"), stdout = TRUE)
 status <- system2("g++", c("-std=c++17", "-O2", "-I", file.path(root, "inst", "include"),
-                           "-DCIRCUITBREAKER_HAVE_HIREDIS", cflags, file.path(root, "bench", "cluster", "sync_round_trip.cpp"), "-o", exe,
+                           "-DCIRCUITBREAKER_HAVE_HIREDIS", cflags,
+                           file.path(root, "bench", "cluster", "sync_round_trip.cpp"), "-o", exe,
                            "-lhiredis", "-pthread"))
 stopifnot(status == 0)
 system2(exe, c(cluster$seeds[[1]], "100", "50"))
