@@ -21,7 +21,9 @@ NULL
 #' this process would. A background C++ thread (one per store and process; it
 #' never calls R) sends what happened once every `sync_interval` seconds: one
 #' `EVALSHA` for the process's breakers of the store that have something to
-#' report (calls, a probe's outcome, a manual command) or to learn. The
+#' report (calls, a probe's outcome, a manual command) or to learn (on a
+#' Redis Cluster, one per breaker, in one pipeline per master: see
+#' "Topologies and failover"). The
 #' script keeps the fleet's counts and window, decides on the fleet's totals,
 #' and answers with the fleet's state, which the local copy takes on. A
 #' transition is also published (pub/sub): every process subscribes, and
