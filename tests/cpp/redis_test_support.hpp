@@ -66,8 +66,9 @@ class RedisServer {
     }
     char dir[] = "/tmp/cb-cluster-node-XXXXXX";
     if (::mkdtemp(dir) != nullptr) dir_ = dir;
-    extra_ = {"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
-              "--cluster-config-file", dir_ + "/nodes.conf"};
+    extra_ = {"--cluster-enabled",      "yes",
+              "--cluster-node-timeout", "1000",
+              "--cluster-config-file",  dir_ + "/nodes.conf"};
     start();
   }
   ~RedisServer() {
@@ -83,11 +84,9 @@ class RedisServer {
   void start() {
     const std::string port = std::to_string(endpoint.port);
     // Built before fork(): the child only calls async-signal-safe functions.
-    std::vector<const char*> argv{"redis-server", "--port",     port.c_str(),
-                                  "--bind",       "127.0.0.1",  "--save",
-                                  "",             "--appendonly", "no",
-                                  "--loglevel",   "warning",    "--dir",
-                                  "/tmp"};
+    std::vector<const char*> argv{
+        "redis-server", "--port", port.c_str(), "--bind",  "127.0.0.1", "--save", "",
+        "--appendonly", "no",     "--loglevel", "warning", "--dir",     "/tmp"};
     for (const std::string& a : extra_) argv.push_back(a.c_str());
     argv.push_back(nullptr);
     std::fflush(stdout);  // the child must not print Catch's buffered output again

@@ -45,8 +45,8 @@ struct Cluster {
     }
     const char* ranges[3][2] = {{"0", "5460"}, {"5461", "10922"}, {"10923", "16383"}};
     for (std::size_t i = 0; i < 3; ++i) {
-      if (text(conns[i].command({"CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]})) !=
-          "OK") {
+      if (text(conns[i].command(
+              {"CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]})) != "OK") {
         return;
       }
     }
@@ -88,8 +88,8 @@ struct Cluster {
     if (!keys || keys->type != REDIS_REPLY_ARRAY) return false;
     if (keys->elements > 0) {
       std::vector<std::string> migrate{
-          "MIGRATE", "127.0.0.1", std::to_string(nodes[to]->endpoint.port), "", "0", "5000",
-          "KEYS"};
+          "MIGRATE", "127.0.0.1", std::to_string(nodes[to]->endpoint.port), "", "0",
+          "5000",    "KEYS"};
       for (std::size_t k = 0; k < keys->elements; ++k) {
         migrate.push_back(cb::RedisConnection::reply_text(keys->element[k]));
       }
@@ -112,8 +112,9 @@ void one_call(cb::FleetMember& m, const cb::FleetSpec& spec) {
 
 }  // namespace
 
-TEST_CASE("cluster transport: a real cluster, every master, MOVED, NOSCRIPT, a dead master",
-          "[redis-cluster-transport]") {
+TEST_CASE(
+    "cluster transport: a real cluster, every master, MOVED, NOSCRIPT, a dead master",
+    "[redis-cluster-transport]") {
   Cluster cluster;
   if (!cluster.ok) {
     cbredis::skipped();
@@ -191,7 +192,8 @@ TEST_CASE("cluster transport: a real cluster, every master, MOVED, NOSCRIPT, a d
   for (auto* m : raw) one_call(*m, spec);
   const auto started = std::chrono::steady_clock::now();
   CHECK(transport.sync(spec, raw, link, true));
-  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // no hang
+  CHECK(std::chrono::steady_clock::now() - started <
+        std::chrono::seconds(10));  // no hang
   std::size_t waiting = 0;
   for (auto* m : raw) {
     const bool on_dead = cluster.index_of(view->health_of_key(m->key()).master) == dead;
