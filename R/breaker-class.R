@@ -258,9 +258,10 @@ circuit_breaker <- function(...) {
 #'   [breaker_store_redis()].
 #' * `$metrics()`: a named list: name, store (`"process"`, `"host"` or
 #'   `"redis"`), state, counts, rates, timings; for a fleet breaker also
-#'   `mode`, `sync_lag`, `last_sync`, the fleet's counts and `last_error`
+#'   `mode`, `sync_lag`, `last_sync`, the fleet's counts, `last_error`
 #'   (the last failure of the link to Redis, without the password; `NA`
-#'   when there was none).
+#'   when there was none), `topology`, `master` and `masters` (see
+#'   [breaker_store_redis()], "Topologies and failover").
 #' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
 #'   `seconds_ago`, `from`, `to`, `reason`: `"health_check"` for a close a
 #'   health check made, else `NA`). `$history()`: calls, failures, slow calls

@@ -15,7 +15,8 @@
 #'   (`"fleet"` or `"local"`), `sync_lag` (seconds since the last good sync),
 #'   `last_sync` (its time, ISO 8601 in UTC) and `last_error` (the last
 #'   failure of the link to Redis, such as `"WRONGPASS ..."`, never with the
-#'   password).
+#'   password), `topology` (`"single"`, `"sentinel"` or `"cluster"`),
+#'   `master` (the breaker's master) and `masters` (their number).
 #' * `GET {path}/metrics`: the same in the Prometheus text format (see
 #'   [breaker_prometheus()]), with the content type
 #'   `text/plain; version=0.0.4; charset=utf-8`.

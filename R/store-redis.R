@@ -21,7 +21,9 @@ NULL
 #' this process would. A background C++ thread (one per store and process; it
 #' never calls R) sends what happened once every `sync_interval` seconds: one
 #' `EVALSHA` for the process's breakers of the store that have something to
-#' report (calls, a probe's outcome, a manual command) or to learn. The
+#' report (calls, a probe's outcome, a manual command) or to learn (on a
+#' Redis Cluster, one per breaker, in one pipeline per master: see
+#' "Topologies and failover"). The
 #' script keeps the fleet's counts and window, decides on the fleet's totals,
 #' and answers with the fleet's state, which the local copy takes on. A
 #' transition is also published (pub/sub): every process subscribes, and
@@ -145,8 +147,9 @@ NULL
 #' message, `print()`, `$metrics()` or a log.
 #'
 #' `$metrics()`, [breaker_list()] and the status routes show `topology`
-#' (`"single"` or `"sentinel"`) and `master`, the address of the master the
-#' store last connected to (`NA` before it found one); `print()` of the store
+#' (`"single"`, `"sentinel"` or `"cluster"`), `master`, the address of the
+#' master the store last connected to (`NA` before it found one), and
+#' `masters`, their number (1 but on a cluster); `print()` of the store
 #' shows them as `topology: sentinel (master 10.0.0.5:6379)`.
 #'
 #' *During a failover* (the master dies; the sentinels agree, after their
@@ -172,7 +175,62 @@ NULL
 #' `min-replicas-max-lag` narrow the window (at the cost of refusing writes
 #' when the replicas lag; the store then runs on local rules).
 #'
-#' Redis Cluster is not supported yet (see "Keys").
+#' *On a Redis Cluster*, give any node as `url`, or several (the seed
+#' nodes), as a character vector of URLs: `c("redis://10.0.0.1:6379/0",
+#' "redis://10.0.0.2:6379/0")`. They share one user name and password, and
+#' the database is 0 (a cluster has no other; another is refused with an
+#' error naming `url`). On its first connection the store asks the first
+#' seed that answers for its slot map (`CLUSTER SLOTS`): a map means a
+#' cluster; an error, a single server (which several URLs cannot be).
+#' Nothing else changes for a single server.
+#'
+#' On a cluster, no script touches keys of two slots: a sync sends one
+#' `EVALSHA` per breaker (every key of a breaker is in one slot, see
+#' "Keys"), in one pipeline per master; every master's pipeline is written
+#' before any reply is read, so a sync costs about one round trip, however
+#' many masters and breakers, and the whole sync is bounded by `timeout`.
+#' A master that carries no breaker in a sync gets a `PING` instead, so an
+#' idle store costs each master a `PING` per sync. The store keeps the slot
+#' map: a `MOVED` reply corrects it at once (and the map is read again at
+#' the next sync), and the breaker's report goes again to the node named,
+#' within the same sync if time is left (reports carry ids: it is counted
+#' once); an `ASK` reply (a slot being migrated) is followed with `ASKING`;
+#' a node that lost the scripts (`NOSCRIPT`) gets them again. A half-open
+#' probe's lease goes to the master of its breaker's slot and follows one
+#' redirect, within `timeout`. The store subscribes to its events channel
+#' on one node (pub/sub reaches every node of a cluster); when that node is
+#' lost, it subscribes on another and reads every breaker once.
+#'
+#' `topology` is then `"cluster"`, `masters` the number of masters and
+#' `master` the address of the master that serves the breaker;
+#' `print()` of the store shows `topology: cluster (3 masters)`. `mode` and
+#' `sync_lag` are each breaker's: a breaker whose master cannot be reached
+#' says `"local"` while the others sync.
+#'
+#' *During a resharding* (a slot moved to another master) the first reports
+#' sent to the old master come back `MOVED` (or `ASK`, or `TRYAGAIN` while
+#' the slot's keys are split between the two nodes); they go again, to the
+#' new master, in the same or the next sync. Nothing is lost: the keys move
+#' with their slot.
+#'
+#' *When a master dies*, the breakers it served run on local rules (their
+#' mode says `"local"`; their reports wait) while the others sync; no call
+#' waits longer than `timeout`, and the dead node is asked again only every
+#' quarter of a second. Once the cluster has marked the master as failed
+#' (after `cluster-node-timeout`), a cluster with
+#' `cluster-require-full-coverage yes` (the default) refuses every write
+#' (`CLUSTERDOWN`) until a replica is promoted: then every breaker runs on
+#' local rules for that moment, and the store may say it is alone. The cluster promotes a replica after its
+#' `cluster-node-timeout` (and a second or so of election); at the next
+#' sync after that the store reads the new map from any node it knows (the
+#' seeds and the nodes of the map) and sends the waiting reports there. So
+#' the fleet resumes within about `cluster-node-timeout` plus two seconds
+#' plus one `sync_interval` after the master died (in the tests, with a
+#' `cluster-node-timeout` of one second: well within 60 seconds, the bound
+#' they assert). What the dead master had not yet replicated is lost, as
+#' with Sentinel (below): the last counts, a trip or a lease of its last
+#' moments; the fleet rebuilds these breakers from the processes' reports.
+#'
 #'
 #' @section Keys:
 #' Every key of breaker `name` in a store with prefix `prefix` is
@@ -203,10 +261,10 @@ NULL
 #' `cb1` is the key format's version. It comes before the braces, which are a
 #' Redis Cluster hash tag holding the whole identity and nothing else, so
 #' that a breaker's keys share one slot; a later format gets another
-#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. One sync
-#' still covers several breakers, so Redis Cluster is not supported yet (a
-#' sync would have to be split by slot); nor is TLS (`rediss://`), which
-#' may come later.
+#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. On a Redis
+#' Cluster each script call covers one breaker, so that it touches one slot
+#' (see "Topologies and failover"). TLS (`rediss://`) is not supported yet.
+#' (With `redis-cli`, add `-c` on a cluster to follow the redirects.)
 #'
 #' To remove a breaker's keys (once no process uses it, for instance to
 #' change its rule arguments), call [breaker_store_unlink()] with the store:
@@ -266,6 +324,9 @@ NULL
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL; `NULL` (the
 #'   default) is `"redis://127.0.0.1:6379/0"`. With `sentinel`, only its user
 #'   name, password and database are used (see "Topologies and failover").
+#'   On a Redis Cluster, any node's URL, or the URLs of several (1 to 100
+#'   seed nodes, with one user name and password, and database 0); the
+#'   store finds out by itself that it is a cluster.
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
 #' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
@@ -287,6 +348,9 @@ NULL
 #' \dontrun{
 #' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
 #' # A master behind Sentinel; the password from the environment:
+#' # A Redis Cluster, given two of its nodes:
+#' clustered <- breaker_store_redis(c("redis://10.0.0.1:6379/0", "redis://10.0.0.2:6379/0"),
+#'                                  prefix = "myapp")
 #' ha <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp",
 #'                           sentinel = c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"),
 #'                           master = "mymaster")
@@ -300,7 +364,12 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
                                 sentinel = NULL, master = "mymaster", sentinel_password = NULL) {
   call <- rlang::current_call()
   if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
-  check_string(url, call = call)
+  if (!is.character(url) || length(url) <= 1L) check_string(url, call = call)
+  if (length(url) > 100L || anyNA(url)) {
+    # Shown masked: a URL may hold a password.
+    abort_bad_argument("url", "a redis:// URL, or the URLs of 1 to 100 seed nodes of one Redis Cluster",
+                       vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), call = call)
+  }
   endpoint <- cb_redis_parse_url(url)
   check_string(prefix, call = call)
   if (!grepl("^[A-Za-z0-9_.:-]+$", prefix) || nchar(prefix) > 100L) {
@@ -317,7 +386,7 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   secret <- new.env(parent = emptyenv())
   secret$url <- url
   secret$sentinel_password <- sentinel_password
-  shown <- cb_mask_url(url)
+  shown <- paste(vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), collapse = ", ")
   if (!is.null(topology$sentinel)) {
     shown <- paste0("sentinel master \"", topology$master, "\" via ",
                     paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db)
@@ -418,7 +487,9 @@ store_label.circuit_breaker_store_redis <- function(store, m) paste0("fleet-shar
 #' @exportS3Method
 store_format_lines.circuit_breaker_store_redis <- function(store, m) {
   c(
-    if (identical(m$topology, "sentinel")) paste0("  Redis topology: ", redis_topology_text(m$topology, m$master)),
+    if (m$topology %in% c("sentinel", "cluster")) {
+      paste0("  Redis topology: ", redis_topology_text(m$topology, m$master, m$masters))
+    },
     if (identical(m$mode, "local") && !is.na(m$last_error)) paste0("  last error of the link to Redis: ", m$last_error)
   )
 }
@@ -459,7 +530,8 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
     fleet_failures = info$fleet_failures,
     last_error = link_error(info$last_error),
     topology = info$topology,
-    master = if (nzchar(info$master)) info$master else NA_character_
+    master = if (nzchar(info$master)) info$master else NA_character_,
+    masters = info$masters
   )
 }
 
@@ -473,13 +545,13 @@ link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
   list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
        fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
-       topology = NA_character_, master = NA_character_)
+       topology = NA_character_, master = NA_character_, masters = NA_real_)
 }
 
 # The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master")
+  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master", "masters")
 }
 
 #' @exportS3Method
@@ -507,25 +579,29 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   user <- if (isTRUE(e$has_username)) "***" else ""
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
-  where <- if (is.null(x$sentinel)) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
+  seeds <- if (is.null(e$seeds)) 1L else e$seeds
+  where <- if (is.null(x$sentinel) && seeds == 1L) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
   out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
   link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
                          "   failed: ", link$sync_failures),
-             paste0("  topology: ", redis_topology_text(link$topology, link$master)))
+             paste0("  topology: ", redis_topology_text(link$topology, link$master, link$masters)))
     error <- link_error(link$last_error)
     if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
   }
   out
 }
 
-# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)" or
-# "sentinel (no master found yet)".
-redis_topology_text <- function(topology, master) {
+# "single (127.0.0.1:6379)", "sentinel (master 127.0.0.1:6380)",
+# "sentinel (no master found yet)", "cluster (3 masters)" or, for a
+# breaker, "cluster (3 masters; this breaker's: 127.0.0.1:7001)".
+redis_topology_text <- function(topology, master, masters = NA) {
   known <- !is.na(master) && nzchar(master)
   switch(topology,
+         cluster = paste0("cluster (", masters, if (identical(masters, 1)) " master" else " masters",
+                          if (known) paste0("; this breaker's: ", master), ")"),
          sentinel = paste0("sentinel (", if (known) paste("master", master) else "no master found yet", ")"),
          paste0(topology, if (known) paste0(" (", master, ")")))
 }

@@ -226,9 +226,24 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
 circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   Rcpp::List l(spec);
   circuitbreaker::FleetSpec fs;
-  const std::string url = Rcpp::as<std::string>(l["url"]);
-  if (circuitbreaker::parse_redis_url(url.c_str(), fs.endpoint) != nullptr) {
+  // One URL, or the seed nodes of a cluster (checked by R's
+  // breaker_store_redis(): one user, password and database for all).
+  SEXP urls = l["url"];
+  if (TYPEOF(urls) != STRSXP || Rf_xlength(urls) < 1)
     abort_invalid_object("Redis store URL");
+  for (R_xlen_t i = 0; i < Rf_xlength(urls); ++i) {
+    circuitbreaker::RedisEndpoint e;
+    if (STRING_ELT(urls, i) == NA_STRING ||
+        circuitbreaker::parse_redis_url(CHAR(STRING_ELT(urls, i)), e) != nullptr) {
+      abort_invalid_object("Redis store URL");
+    }
+    if (i == 0) {
+      fs.endpoint = e;
+    } else if (e.username != fs.endpoint.username || e.password != fs.endpoint.password ||
+               e.has_password != fs.endpoint.has_password || e.db != fs.endpoint.db) {
+      abort_invalid_object("Redis store URL");
+    }
+    if (Rf_xlength(urls) > 1) fs.endpoint.seeds.push_back({e.host, e.port});
   }
   fs.prefix = Rcpp::as<std::string>(l["prefix"]);
   fs.sync_interval =

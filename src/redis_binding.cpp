@@ -61,14 +61,45 @@ SEXP cb_mask_url(SEXP url) {
 }
 
 // The parts of a redis:// URL (the user name and password are not
-// returned, only whether there are any).
+// returned, only whether there are any). Several URLs are the seed nodes of
+// one Redis Cluster: the parts of the first, and `seeds`, their number;
+// they must share the user name, the password and the database, which
+// must be 0 (a cluster has no other).
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_parse_url(SEXP url) {
-  const circuitbreaker::RedisEndpoint e = endpoint_from(url);
-  return Rcpp::List::create(Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
-                            Rcpp::Named("db") = e.db,
-                            Rcpp::Named("has_username") = !e.username.empty(),
-                            Rcpp::Named("has_password") = e.has_password);
+  const R_xlen_t n = TYPEOF(url) == STRSXP ? Rf_xlength(url) : 0;
+  if (n <= 1) {
+    const circuitbreaker::RedisEndpoint e = endpoint_from(url);
+    return Rcpp::List::create(
+        Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
+        Rcpp::Named("db") = e.db, Rcpp::Named("has_username") = !e.username.empty(),
+        Rcpp::Named("has_password") = e.has_password, Rcpp::Named("seeds") = 1);
+  }
+  circuitbreaker::RedisEndpoint first;
+  for (R_xlen_t i = 0; i < n; ++i) {
+    SEXP one = PROTECT(Rf_ScalarString(STRING_ELT(url, i)));
+    const circuitbreaker::RedisEndpoint e = endpoint_from(one);
+    UNPROTECT(1);
+    if (i == 0) first = e;
+    const bool same = e.username == first.username && e.password == first.password &&
+                      e.has_password == first.has_password;
+    if (!same || e.db != 0) {
+      SEXP text = PROTECT(Rf_mkString(
+          circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, i))).c_str()));
+      cbr::abort_argument(
+          "url",
+          same ? "the seed nodes of one Redis Cluster, each with database 0 "
+                 "(a cluster has no other): \"redis://host:port/0\""
+               : "the seed nodes of one Redis Cluster, each with the same "
+                 "user name and password",
+          text);
+    }
+  }
+  return Rcpp::List::create(
+      Rcpp::Named("host") = first.host, Rcpp::Named("port") = first.port,
+      Rcpp::Named("db") = first.db, Rcpp::Named("has_username") = !first.username.empty(),
+      Rcpp::Named("has_password") = first.has_password,
+      Rcpp::Named("seeds") = static_cast<int>(n));
 }
 
 // Connects (through the sentinels, when the store has some), authenticates,
@@ -82,7 +113,7 @@ SEXP cb_redis_ping(SEXP spec) {
   const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   circuitbreaker::RedisConnection c;
   std::string message;
-  bool ok = c.connect(fs.endpoint, fs.timeout);
+  bool ok = circuitbreaker::connect_first_seed(c, fs.endpoint, fs.timeout);
   if (ok) {
     circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
     ok = r && r->type != REDIS_REPLY_ERROR;
@@ -146,7 +177,7 @@ SEXP cb_fleet_info(SEXP ptr) {
   auto* handle = dynamic_cast<circuitbreaker::FleetHandle*>(h.breaker.get());
   if (handle == nullptr) return R_NilValue;
   circuitbreaker::FleetMember* m = &handle->member();
-  const circuitbreaker::FleetSync::Stats st = handle->sync().stats();
+  const circuitbreaker::FleetSync::Stats st = handle->sync().stats_for(m->key());
   const circuitbreaker::FleetMember::Status ms = m->status();
   return Rcpp::List::create(
       Rcpp::Named("mode") = st.linked ? "fleet" : "local",
@@ -157,8 +188,9 @@ SEXP cb_fleet_info(SEXP ptr) {
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
       Rcpp::Named("last_error") = st.last_error, Rcpp::Named("key") = m->key(),
-      Rcpp::Named("topology") = handle->sync().spec().endpoint.topology(),
-      Rcpp::Named("master") = handle->sync().spec().endpoint.master_address(),
+      Rcpp::Named("topology") = handle->sync().topology(),
+      Rcpp::Named("master") = handle->sync().master_for(m->key()),
+      Rcpp::Named("masters") = static_cast<double>(handle->sync().masters()),
       Rcpp::Named("fleet_generation") =
           ms.known ? static_cast<double>(ms.generation) : NA_REAL,
       Rcpp::Named("fleet_calls") =
@@ -187,8 +219,10 @@ SEXP cb_fleet_store_info(SEXP spec) {
       Rcpp::Named("syncs") = static_cast<double>(st.syncs),
       Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
       Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone,
-      Rcpp::Named("topology") = sync->spec().endpoint.topology(),
-      Rcpp::Named("master") = sync->spec().endpoint.master_address());
+      Rcpp::Named("topology") = sync->topology(),
+      Rcpp::Named("master") =
+          std::string(sync->topology()) == "cluster" ? "" : sync->master_for(""),
+      Rcpp::Named("masters") = static_cast<double>(sync->masters()));
 #else
   (void)spec;
   return R_NilValue;
@@ -217,18 +251,21 @@ double cb_fleet_unlink(SEXP spec) {
   const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   Rcpp::List l(spec);
   const std::string name = Rcpp::as<std::string>(l["name"]);
-  circuitbreaker::RedisConnection c;
+  circuitbreaker::RedisConnection c, redirected;
   std::string error;
-  if (c.connect(fs.endpoint, fs.timeout)) {
+  if (circuitbreaker::connect_first_seed(c, fs.endpoint, fs.timeout)) {
     std::vector<std::string> del{"DEL"};
     for (std::string& k : circuitbreaker::fleet_breaker_keys(fs.prefix, name)) {
       del.push_back(std::move(k));
     }
-    circuitbreaker::RedisConnection::ReplyPtr r = c.command(del);
+    // On a cluster, the node that serves the breaker's slot.
+    circuitbreaker::RedisConnection::ReplyPtr r =
+        circuitbreaker::command_following_redirect(c, fs.endpoint, del, fs.timeout,
+                                                   redirected);
     if (r && r->type == REDIS_REPLY_INTEGER) return static_cast<double>(r->integer);
     error = r ? circuitbreaker::redact_password(
                     circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
-              : c.error();
+              : (redirected.error().empty() ? c.error() : redirected.error());
   } else {
     error = c.error();
   }

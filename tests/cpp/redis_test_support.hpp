@@ -19,8 +19,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "circuitbreaker/redis/sync.hpp"
 
@@ -51,12 +53,42 @@ class RedisServer {
     endpoint.port = free_port();
     start();
   }
-  ~RedisServer() { kill(); }
+  // A Redis Cluster node (cluster-enabled, cluster-node-timeout 1000 ms),
+  // alone until it meets others; its nodes.conf lives in a directory of its
+  // own, removed with the object. Its port leaves room for the cluster bus
+  // (port + 10000).
+  struct ClusterNode {};
+  explicit RedisServer(ClusterNode) {
+    endpoint.host = "127.0.0.1";
+    endpoint.port = 0;
+    for (int i = 0; i < 50 && (endpoint.port == 0 || endpoint.port > 55000); ++i) {
+      endpoint.port = free_port();
+    }
+    char dir[] = "/tmp/cb-cluster-node-XXXXXX";
+    if (::mkdtemp(dir) != nullptr) dir_ = dir;
+    extra_ = {"--cluster-enabled",      "yes",
+              "--cluster-node-timeout", "1000",
+              "--cluster-config-file",  dir_ + "/nodes.conf"};
+    start();
+  }
+  ~RedisServer() {
+    kill();
+    if (!dir_.empty()) {
+      ::unlink((dir_ + "/nodes.conf").c_str());
+      ::rmdir(dir_.c_str());
+    }
+  }
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   void start() {
     const std::string port = std::to_string(endpoint.port);
+    // Built before fork(): the child only calls async-signal-safe functions.
+    std::vector<const char*> argv{
+        "redis-server", "--port", port.c_str(), "--bind",  "127.0.0.1", "--save", "",
+        "--appendonly", "no",     "--loglevel", "warning", "--dir",     "/tmp"};
+    for (const std::string& a : extra_) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
     std::fflush(stdout);  // the child must not print Catch's buffered output again
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -69,9 +101,7 @@ class RedisServer {
         ::dup2(null, STDOUT_FILENO);
         ::dup2(null, STDERR_FILENO);
       }
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
-               "--dir", "/tmp", static_cast<char*>(nullptr));
+      ::execvp("redis-server", const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
   }
@@ -103,6 +133,8 @@ class RedisServer {
 
  private:
   pid_t pid_ = -1;
+  std::string dir_;
+  std::vector<std::string> extra_;
 };
 
 // Where redis-server is missing, a test case says so and passes (Catch2 v2

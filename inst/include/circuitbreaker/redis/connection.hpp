@@ -89,6 +89,92 @@ class RedisConnection {
     return true;
   }
 
+  struct ReplyPtr {
+    redisReply* r = nullptr;
+    ReplyPtr() = default;
+    explicit ReplyPtr(redisReply* x) : r(x) {}
+    ReplyPtr(ReplyPtr&& o) noexcept : r(o.r) { o.r = nullptr; }
+    ReplyPtr& operator=(ReplyPtr&& o) noexcept {
+      std::swap(r, o.r);
+      return *this;
+    }
+    ~ReplyPtr() {
+      if (r) freeReplyObject(r);
+    }
+    redisReply* operator->() const noexcept { return r; }
+    explicit operator bool() const noexcept { return r != nullptr; }
+  };
+
+  // A plain connection to node `at` of a cluster with `e`'s credentials
+  // (a cluster has database 0 only).
+  bool connect_node(const RedisEndpoint& e, const RedisNodeAddress& at, Nanos timeout) {
+    close();
+    endpoint_ = e;
+    return connect_to(at.host, at.port, timeout);
+  }
+
+  // Closes the connection, with `why` as error().
+  void fail(std::string why) {
+    close();
+    error_ = std::move(why);
+  }
+
+  // Whether both scripts are loaded on this connection (load_scripts()).
+  bool scripts_loaded() const noexcept {
+    return !sync_sha_.empty() && !lease_sha_.empty();
+  }
+  // A NOSCRIPT answer: the node lost its scripts (SCRIPT FLUSH, a restart,
+  // a promoted replica); load_scripts() loads them again.
+  void forget_scripts() noexcept {
+    sync_sha_.clear();
+    lease_sha_.clear();
+  }
+  const std::string& sync_sha() const noexcept { return sync_sha_; }
+
+  // Pipelining: append() queues a command, flush() writes every queued one
+  // (within the connection's timeout), read() takes the next reply. A
+  // failed flush() or read() closes the connection, as command() does.
+  bool append(const std::vector<std::string>& args) {
+    if (!ctx_) return false;
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(),
+                               lens.data()) != REDIS_OK) {
+      error_ = ctx_->errstr[0] ? ctx_->errstr : "cannot queue a command";
+      close();
+      return false;
+    }
+    return true;
+  }
+  bool flush() {
+    if (!ctx_) return false;
+    int done = 0;
+    while (!done) {
+      if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+        error_ = ctx_->errstr[0] ? ctx_->errstr : "write failed";
+        close();
+        return false;
+      }
+    }
+    return true;
+  }
+  ReplyPtr read() {
+    if (!ctx_) return ReplyPtr{};
+    void* reply = nullptr;
+    if (redisGetReply(ctx_, &reply) != REDIS_OK || reply == nullptr) {
+      error_ = ctx_->errstr[0] ? ctx_->errstr : "no reply";
+      close();
+      return ReplyPtr{};
+    }
+    return ReplyPtr(static_cast<redisReply*>(reply));
+  }
+
   // Loads both scripts now (one round trip each), so that a later EVALSHA
   // costs one round trip.
   bool load_scripts() {
@@ -105,22 +191,6 @@ class RedisConnection {
     }
     return true;
   }
-
-  struct ReplyPtr {
-    redisReply* r = nullptr;
-    ReplyPtr() = default;
-    explicit ReplyPtr(redisReply* x) : r(x) {}
-    ReplyPtr(ReplyPtr&& o) noexcept : r(o.r) { o.r = nullptr; }
-    ReplyPtr& operator=(ReplyPtr&& o) noexcept {
-      std::swap(r, o.r);
-      return *this;
-    }
-    ~ReplyPtr() {
-      if (r) freeReplyObject(r);
-    }
-    redisReply* operator->() const noexcept { return r; }
-    explicit operator bool() const noexcept { return r != nullptr; }
-  };
 
   // A command; an empty reply (and a closed connection) when the round trip
   // failed: hiredis contexts are unusable after an I/O error or timeout.

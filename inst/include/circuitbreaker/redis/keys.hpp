@@ -28,9 +28,17 @@ struct FleetSpec {
            std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
            endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
            '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset) +
-           (endpoint.sentinels ? '\n' + endpoint.sentinels->identity() : std::string());
+           (endpoint.sentinels ? '\n' + endpoint.sentinels->identity() : std::string()) +
+           seed_identity();
   }
   std::string channel() const;
+
+ private:
+  std::string seed_identity() const {
+    std::string out;
+    for (const RedisNodeAddress& a : endpoint.seeds) out += '\n' + a.text();
+    return out;
+  }
 };
 
 // The key scheme (version 1). Every key of breaker `name` under `prefix` is

@@ -6,48 +6,33 @@
 // it sends one EVALSHA of the SYNC script for the process's breakers of that
 // store that have something to say or to learn, and applies the replies.
 //
-// Cost follows activity: an idle breaker is not in the sync. A sync holds
-//   - every breaker with news (FleetMember::has_news(): counts, a settled
-//     probe, a manual command, a local trip, a registration, or a report
-//     not yet confirmed, which goes again with its id and is counted once);
-//   - every breaker another process moved: the scripts publish the key of
-//     each breaker whose state they change on the store's events channel,
-//     which this thread subscribes to (FleetMember::want()); at most
-//     kMaxReadsPerSync of those per sync, the rest in the syncs that follow
-//     at once;
-//   - every breaker once after each (re)subscription: pub/sub drops what is
-//     published while the subscription is down, so the thread subscribes
-//     first and then reads them all;
-//   - one more breaker in turn, once a second (the sweep, kSweepEvery): a
-//     constant per process, so that each breaker's fleet state is read (and
-//     its keys' time to live refreshed, and a lost state rebuilt) every
-//     (breakers) seconds whatever happens to the channel.
-// A sync with none of these is a PING, which keeps the link's state (mode,
-// sync_lag) true. So an idle store costs Redis a PING per sync and one
-// EVALSHA of one breaker a second, however many breakers it has; and a trip
-// reaches every process within a round trip of its publication, plus the
-// sync that reads it.
+// Cost follows activity (fleet/sync_choice.hpp says which breakers a sync
+// carries): breakers with news, breakers another process moved (the
+// scripts publish each breaker whose state they change on the store's
+// events channel, which this thread subscribes to), every breaker once
+// after each (re)subscription (pub/sub drops what is published while the
+// subscription is down), and one breaker a second in turn. A sync with
+// none of these is a PING, which keeps the link's state (mode, sync_lag)
+// true. So an idle store costs Redis a PING per sync (on a Cluster, one per
+// master) and one EVALSHA of one breaker a second, however many breakers.
+//
+// The store is on a single server, a master behind Sentinel or a Redis
+// Cluster (redis/transport.hpp: found on the first connection; on a
+// Cluster, redis/cluster_sync.hpp: one pipeline per master).
 //
 // The caller's thread uses its own connection, for one thing only: the
 // fleet-wide lease of a half-open probe (and the first registration of a
-// breaker), each bounded by `timeout` in all (connect included).
+// breaker), each bounded by `timeout` in all (connect included). A
+// connection the server closed while it was idle is found dead only by the
+// next command, so both threads try once more on a new connection before
+// they call Redis unreachable (and the mode says "local").
 //
-// A connection the server closed while it was idle (Redis restarted,
-// CLIENT KILL, Redis's own idle `timeout`, a proxy's) is found dead only by
-// the next command, which fails at once. So both the sync thread and a
-// lease try once more on a new connection before they call Redis
-// unreachable: a probe goes out without a fleet-wide lease only when Redis
-// really cannot be reached, and the mode then says "local".
+// The link has its own breaker (redis/link.hpp): after a failed round trip
+// nothing waits on Redis until it lets a retry through; breakers run on
+// local rules (mode "local"), their counts pending until the reconnect.
 //
-// The link has its own breaker (redis/link.hpp): a failed round trip opens
-// it, and until it lets a retry through, nothing waits on Redis; every
-// breaker runs on its local rules (mode "local") and its counts wait in its
-// pending report, to be merged on reconnect.
-//
-// This file holds the sync itself: its thread, its members, its
-// connections and its wake-ups. The link's state and the alone rule are in
-// redis/link.hpp, the round trips in redis/round_trip.hpp, the per-process
-// registry of syncs in redis/registry.hpp.
+// Here: the thread, its members and wake-ups. The link's state is in
+// link.hpp, the round trips in round_trip.hpp and cluster_sync.hpp.
 #ifndef CIRCUITBREAKER_REDIS_SYNC_HPP
 #define CIRCUITBREAKER_REDIS_SYNC_HPP
 
@@ -77,6 +62,7 @@
 #include "link.hpp"
 #include "registry.hpp"
 #include "round_trip.hpp"
+#include "transport.hpp"
 
 namespace circuitbreaker {
 
@@ -166,15 +152,12 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   }
 
   // A fleet-wide probe lease for the breaker whose LEASE keys are `keys`
-  // (fleet/script.hpp, LEASE; redis/keys.hpp's fleet_lease_keys()), within
-  // `timeout` in all (the wait for the caller's connection included), on the
-  // caller's connection, tried again once on a new one (fleet_lease()).
-  // Returns the script's reply; {"busy"} when another call
-  // held the connection for the whole timeout (the probe is declined, not
-  // sent: Redis is reachable, so a probe without a lease could be one too
-  // many); nullopt when Redis cannot be reached, and at once while the link
-  // is down: then the link is marked down (mode "local") and the probe goes
-  // out on local rules.
+  // (fleet/script.hpp, LEASE; keys.hpp's fleet_lease_keys()), within
+  // `timeout` in all, on the caller's connection (transport.hpp). Returns
+  // the script's reply; {"busy"} when another call held the connection for
+  // the whole timeout (the probe is declined: Redis is reachable); nullopt
+  // when Redis (on a cluster: the breaker's master) cannot be reached, and
+  // at once while the link is down: the probe goes out on local rules.
   std::optional<std::vector<std::string>> lease(const std::vector<std::string>& keys,
                                                 const std::string& token,
                                                 std::int64_t lease_ms) {
@@ -183,8 +166,10 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!lock_until(caller_mutex_, deadline)) return std::vector<std::string>{"busy"};
     std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
     std::optional<std::vector<std::string>> out =
-        fleet_lease(caller_, spec_, keys, token, lease_ms, deadline);
-    if (!out) return lost(caller_.error());
+        caller_.lease(spec_, keys, token, lease_ms, deadline);
+    // On a cluster, one master is out of reach: not the others.
+    if (!out && caller_.cluster()) link_.note_failure(caller_.error());
+    if (!out) return caller_.cluster() ? std::nullopt : lost(caller_.error());
     // No fleet state (Redis restarted empty): the sync thread rebuilds it.
     if (!out->empty() && (*out)[0] == "absent") wake();
     return out;
@@ -211,12 +196,23 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   Stats stats() const { return link_.stats(now(), linked()); }
 
+  // One breaker's link (on a cluster, its master's), the topology, the
+  // masters, the master of `key` (transport.hpp).
+  Stats stats_for(const std::string& key) const {
+    return breaker_link_stats(stats(), *view_, key, now());
+  }
+  const char* topology() const noexcept { return store_topology(*view_, spec_.endpoint); }
+  std::size_t masters() const { return view_->cluster() ? view_->master_count() : 1; }
+  std::string master_for(const std::string& key) const {
+    return master_of_key(*view_, spec_.endpoint, key);
+  }
+
  private:
   // One SYNC of `m` alone on the caller's connection.
   void sync_on_caller(const std::shared_ptr<FleetMember>& m) {
     std::lock_guard<std::mutex> g(caller_mutex_);
     const std::vector<FleetMember*> one{m.get()};
-    if (!fleet_sync(caller_, spec_, one, link_)) link_.note_failure(caller_.error());
+    if (!caller_.sync(spec_, one, link_, false)) link_.note_failure(caller_.error());
   }
 
   void stop() {
@@ -232,10 +228,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return std::nullopt;
   }
 
-  // Locks `m` by `deadline`, or false. It polls: the caller's connection is
-  // held for a few round trips at most, and rarely (a timed mutex would
-  // do, but GCC 12's ThreadSanitizer does not see pthread_mutex_clocklock()
-  // and reports every unlock after it).
+  // Locks `m` by `deadline`, or false. It polls (GCC 12's ThreadSanitizer
+  // does not see pthread_mutex_clocklock(), so no timed mutex).
   static bool lock_until(std::mutex& m, Nanos deadline) {
     while (!m.try_lock()) {
       if (SteadyClock::now() >= deadline) return false;
@@ -281,7 +275,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!a.permitted) return false;  // the link is down: nothing waits on Redis
     bool left = false;
     std::vector<FleetMember*> raw = choice_.choose(live, now(), left);
-    const bool ok = fleet_sync(conn_, spec_, raw, link_);
+    const bool ok = conn_.sync(spec_, raw, link_, true);
     if (!ok) {
       link_.note_failure(conn_.error());
       link_.down();
@@ -293,7 +287,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     // waiting costs no call anything.
     if (ok && caller_wanted_.exchange(false, std::memory_order_acq_rel)) {
       std::lock_guard<std::mutex> g(caller_mutex_);
-      if (!fleet_connection_ready(caller_, spec_)) link_.note_failure(caller_.error());
+      if (!caller_.ready(spec_)) link_.note_failure(caller_.error());
     }
     return ok && (left || subscribed);
   }
@@ -301,7 +295,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // Subscribes to the store's events channel, then asks for a read of every
   // breaker: what was published while there was no subscription is lost.
   bool subscribe() {
-    if (!sub_.connect(spec_.endpoint, spec_.timeout)) return false;
+    if (!conn_.connect_subscriber(spec_, sub_)) return false;
     RedisConnection::ReplyPtr r = sub_.command({"SUBSCRIBE", spec_.channel()});
     if (!r || r->type != REDIS_REPLY_ARRAY) {
       sub_.close();
@@ -383,8 +377,11 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   const FleetSpec spec_;
   const pid_t pid_ = ::getpid();
   FleetLink link_;
-  RedisConnection conn_, sub_;  // the sync thread's
-  RedisConnection caller_;      // the caller's thread, under caller_mutex_
+  // Single server or Cluster (transport.hpp): what both threads know.
+  const std::shared_ptr<ClusterView> view_ = std::make_shared<ClusterView>();
+  FleetTransport conn_{view_};    // the sync thread's
+  RedisConnection sub_;           // the sync thread's: the subscription
+  FleetTransport caller_{view_};  // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
   std::atomic<Nanos> last_nudge_{0};

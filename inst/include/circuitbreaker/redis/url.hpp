@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "../percent.hpp"
 #include "sentinel.hpp"
@@ -31,6 +32,17 @@ struct RedisEndpoint {
   // host and port are then unused, and the credentials and db above are
   // the master's.
   std::shared_ptr<RedisSentinels> sentinels;
+  // The nodes the user gave (url as a vector: the seed nodes of a Redis
+  // Cluster), host:port above being the first; empty for one URL. Whether
+  // the store is on a Cluster is found on the first connection
+  // (redis/cluster_sync.hpp), seeds or not.
+  std::vector<RedisNodeAddress> seeds;
+
+  // Where to look first: the seeds, or host:port.
+  std::vector<RedisNodeAddress> seed_nodes() const {
+    if (!seeds.empty()) return seeds;
+    return {RedisNodeAddress{host, port}};
+  }
 
   // "single" or "sentinel": the topology that $metrics() and print() show.
   const char* topology() const noexcept { return sentinels ? "sentinel" : "single"; }

@@ -1,0 +1,241 @@
+// The fleet store's transport on a real Redis Cluster (redis/transport.hpp,
+// redis/cluster_sync.hpp): three cluster-enabled redis-servers on 127.0.0.1
+// that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER
+// MEET); then detection, a sync of breakers over every master with one
+// EVALSHA each, a slot moved under the store (MOVED followed in the same
+// sync), scripts flushed on a node (NOSCRIPT), the lease on the slot's
+// master, and a master killed (only its breakers wait). Detection on a
+// plain server, and several seeds that are not a cluster.
+#include <catch2/catch.hpp>
+
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "circuitbreaker/redis/cluster_view.hpp"
+#include "circuitbreaker/redis/transport.hpp"
+#include "redis_test_support.hpp"
+
+namespace cb = circuitbreaker;
+using cbredis::RedisServer;
+
+namespace {
+
+std::string text(const cb::RedisConnection::ReplyPtr& r) {
+  return r ? cb::RedisConnection::reply_text(r.r) : std::string();
+}
+
+// Three masters, slots split evenly, no replicas.
+struct Cluster {
+  std::array<std::unique_ptr<RedisServer>, 3> nodes;
+  std::array<cb::RedisConnection, 3> conns;
+  bool ok = false;
+
+  Cluster() {
+    for (auto& n : nodes) n = std::make_unique<RedisServer>(RedisServer::ClusterNode{});
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (!nodes[i]->connect(conns[i])) return;
+    }
+    const char* ranges[3][2] = {{"0", "5460"}, {"5461", "10922"}, {"10923", "16383"}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (text(conns[i].command(
+              {"CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]})) != "OK") {
+        return;
+      }
+    }
+    for (std::size_t i = 1; i < 3; ++i) {
+      conns[0].command(
+          {"CLUSTER", "MEET", "127.0.0.1", std::to_string(nodes[i]->endpoint.port)});
+    }
+    for (int tries = 0; tries < 300 && !ok; ++tries) {
+      ok = true;
+      for (auto& c : conns) {
+        const std::string info = text(c.command({"CLUSTER", "INFO"}));
+        ok = ok && info.find("cluster_state:ok") != std::string::npos &&
+             info.find("cluster_known_nodes:3") != std::string::npos;
+      }
+      if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::size_t index_of(const cb::RedisNodeAddress& a) const {
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (nodes[i]->endpoint.port == a.port) return i;
+    }
+    return 3;
+  }
+  std::string id(std::size_t i) { return text(conns[i].command({"CLUSTER", "MYID"})); }
+  long long evalsha_calls(std::size_t i) {
+    const std::string s = text(conns[i].command({"INFO", "commandstats"}));
+    const std::size_t at = s.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0 : std::stoll(s.substr(at + 22));
+  }
+  // Moves `slot` and its keys from node `from` to node `to`, as a
+  // resharding does.
+  bool move_slot(std::uint16_t slot, std::size_t from, std::size_t to) {
+    const std::string s = std::to_string(slot);
+    conns[to].command({"CLUSTER", "SETSLOT", s, "IMPORTING", id(from)});
+    conns[from].command({"CLUSTER", "SETSLOT", s, "MIGRATING", id(to)});
+    cb::RedisConnection::ReplyPtr keys =
+        conns[from].command({"CLUSTER", "GETKEYSINSLOT", s, "100"});
+    if (!keys || keys->type != REDIS_REPLY_ARRAY) return false;
+    if (keys->elements > 0) {
+      std::vector<std::string> migrate{
+          "MIGRATE", "127.0.0.1", std::to_string(nodes[to]->endpoint.port), "", "0",
+          "5000",    "KEYS"};
+      for (std::size_t k = 0; k < keys->elements; ++k) {
+        migrate.push_back(cb::RedisConnection::reply_text(keys->element[k]));
+      }
+      if (text(conns[from].command(migrate)) != "OK") return false;
+    }
+    const std::string target = id(to);
+    for (const std::size_t i : {to, from, 3 - to - from}) {
+      conns[i].command({"CLUSTER", "SETSLOT", s, "NODE", target});
+    }
+    return true;
+  }
+};
+
+void one_call(cb::FleetMember& m, const cb::FleetSpec& spec) {
+  const cb::Nanos t = cb::fleet_clock(spec);
+  const cb::Admission a = m.breaker().acquire(t);
+  REQUIRE(a.permitted);
+  m.breaker().record(a.permit, cb::Outcome::Success, t);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cluster transport: a real cluster, every master, MOVED, NOSCRIPT, a dead master",
+    "[redis-cluster-transport]") {
+  Cluster cluster;
+  if (!cluster.ok) {
+    cbredis::skipped();
+    return;
+  }
+  cb::FleetSpec spec;
+  spec.endpoint.host = "127.0.0.1";
+  spec.endpoint.port = cluster.nodes[1]->endpoint.port;
+  spec.prefix = "transport";
+  spec.timeout = cb::kNanosPerSecond;
+  auto view = std::make_shared<cb::ClusterView>();
+  cb::FleetTransport transport(view);
+  cb::FleetLink link(spec, cb::fleet_clock(spec));
+
+  std::vector<std::unique_ptr<cb::FleetMember>> members;
+  std::vector<cb::FleetMember*> raw;
+  std::set<std::size_t> masters;
+  for (int i = 0; i < 30; ++i) {
+    const std::string name = "b" + std::to_string(i);
+    members.push_back(std::make_unique<cb::FleetMember>(
+        name, cb::fleet_key(spec.prefix, name), cb::Config{}, cb::fleet_clock(spec),
+        "p" + std::to_string(i)));
+    raw.push_back(members.back().get());
+  }
+  for (auto* m : raw) one_call(*m, spec);
+
+  // Found to be a cluster; one EVALSHA per breaker, on its slot's master.
+  REQUIRE(transport.sync(spec, raw, link, true));
+  CHECK(transport.cluster());
+  CHECK(view->master_count() == 3);
+  long long evalshas = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    evalshas += cluster.evalsha_calls(i);
+    CHECK(cluster.evalsha_calls(i) > 0);  // the breakers span every master
+  }
+  CHECK(evalshas == 30);
+  for (auto* m : raw) {
+    CHECK(m->status().known);
+    CHECK(m->status().fleet_calls == 1);
+    CHECK_FALSE(m->has_news(cb::fleet_clock(spec)));
+    masters.insert(cluster.index_of(view->health_of_key(m->key()).master));
+  }
+  CHECK(masters.size() == 3);
+
+  // The lease goes to the slot's master.
+  const std::optional<std::vector<std::string>> lease =
+      transport.lease(spec, cb::fleet_lease_keys(raw[0]->key(), 1), "token", 1000,
+                      cb::SteadyClock::now() + spec.timeout);
+  REQUIRE(lease.has_value());
+  CHECK_FALSE(lease->empty());
+
+  // A slot moved under the store: the old master answers MOVED, the report
+  // goes to the new one in the same sync, and the map follows.
+  cb::FleetMember& moved = *raw[0];
+  const std::uint16_t slot = cb::cluster_key_slot(moved.key());
+  const std::size_t from = cluster.index_of(view->health_of_key(moved.key()).master);
+  const std::size_t to = (from + 1) % 3;
+  REQUIRE(cluster.move_slot(slot, from, to));
+  one_call(moved, spec);
+  REQUIRE(transport.sync(spec, {&moved}, link, false));
+  CHECK(moved.status().fleet_calls == 2);
+  CHECK_FALSE(moved.has_news(cb::fleet_clock(spec)));
+  CHECK(cluster.index_of(view->health_of_key(moved.key()).master) == to);
+
+  // Scripts flushed on a node: loaded again, and every report applied.
+  for (auto& c : cluster.conns) c.command({"SCRIPT", "FLUSH"});
+  for (auto* m : raw) one_call(*m, spec);
+  REQUIRE(transport.sync(spec, raw, link, true));
+  for (auto* m : raw) CHECK_FALSE(m->has_news(cb::fleet_clock(spec)));
+
+  // A master killed: its breakers' reports wait, the others sync, and each
+  // breaker's link says which.
+  const std::size_t dead = (to + 1) % 3;
+  cluster.nodes[dead]->kill();
+  for (auto* m : raw) one_call(*m, spec);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(transport.sync(spec, raw, link, true));
+  CHECK(std::chrono::steady_clock::now() - started <
+        std::chrono::seconds(10));  // no hang
+  std::size_t waiting = 0;
+  for (auto* m : raw) {
+    const bool on_dead = cluster.index_of(view->health_of_key(m->key()).master) == dead;
+    const cb::FleetLink::Stats s = cb::breaker_link_stats(
+        link.stats(cb::fleet_clock(spec), true), *view, m->key(), cb::fleet_clock(spec));
+    CHECK(m->has_news(cb::fleet_clock(spec)) == on_dead);
+    CHECK(s.linked == !on_dead);
+    waiting += on_dead ? 1 : 0;
+  }
+  CHECK(waiting > 0);
+  CHECK(waiting < raw.size());
+}
+
+TEST_CASE("cluster transport: a plain server is single; several seeds must be a cluster",
+          "[redis-cluster-transport]") {
+  RedisServer server;
+  cb::RedisConnection probe;
+  if (!server.connect(probe)) {
+    cbredis::skipped();
+    return;
+  }
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "single";
+  cb::FleetMember m("one", cb::fleet_key(spec.prefix, "one"), cb::Config{},
+                    cb::fleet_clock(spec), "p");
+  auto view = std::make_shared<cb::ClusterView>();
+  cb::FleetTransport transport(view);
+  cb::FleetLink link(spec, cb::fleet_clock(spec));
+  REQUIRE(transport.sync(spec, {&m}, link, true));
+  CHECK(view->mode() == cb::ClusterView::Mode::kSingle);
+  CHECK(m.status().known);
+  CHECK(std::string(cb::store_topology(*view, spec.endpoint)) == "single");
+
+  cb::FleetSpec seeds = spec;
+  seeds.endpoint.seeds = {{"127.0.0.1", server.endpoint.port},
+                          {"127.0.0.1", cbredis::free_port()}};
+  auto view2 = std::make_shared<cb::ClusterView>();
+  cb::FleetTransport two(view2);
+  CHECK_FALSE(two.sync(seeds, {&m}, link, true));
+  CHECK(view2->mode() == cb::ClusterView::Mode::kUnknown);
+  CHECK(two.error().find("is not a Redis Cluster node") != std::string::npos);
+}
+
+#endif  // CIRCUITBREAKER_HAVE_HIREDIS
