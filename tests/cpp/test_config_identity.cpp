@@ -114,14 +114,15 @@ TEST_CASE("the first difference names the argument and both values",
 TEST_CASE("config_hash is the one it was, and agrees with equality",
           "[config-identity]") {
   // The hash a host segment keeps: existing segments must still match.
-  // (Changed with the bulkhead's two arguments, segment layout 3.)
-  CHECK(cb::config_hash(Config{}) == 0xe2b6ae8b6b8a2463ULL);
+  // (Changed with health_interval and the bulkhead's two arguments, segment
+  // layout 3.)
+  CHECK(cb::config_hash(Config{}) == 0xbab1da4b6b4b797aULL);
   Config c;
   c.window_size = 50;
   c.window_type = cb::WindowType::Time;
   c.jitter = 0.25;
   c.half_open_max_wait = -0.0;
-  CHECK(cb::config_hash(c) == 0x3a4a0c91fb07ec48ULL);
+  CHECK(cb::config_hash(c) == 0x99017a9f3dd0424dULL);
   CHECK(cb::config_hash(c) == cb::config_hash(cb::config_values(c)));
 
   std::mt19937_64 rng(20);
@@ -137,15 +138,16 @@ TEST_CASE("config_hash is the one it was, and agrees with equality",
 
 TEST_CASE("a fingerprint keeps its wire format; -0 is written 0", "[config-identity]") {
   // What the fleet's script compares as a string and existing keys hold
-  // (two fields longer since the bulkhead: max_concurrent, max_wait).
+  // (three fields longer since health_interval and the bulkhead's
+  // max_concurrent and max_wait).
   CHECK(cb::config_fingerprint(Config{}) ==
-        "5,30,nan,0,nan,nan,nan,nan,1,nan,1,nan,0,0,nan,0");
+        "5,30,nan,0,nan,nan,nan,nan,1,nan,1,nan,0,0,5,nan,0");
   Config c;
   c.window_size = 50;
   c.window_type = cb::WindowType::Time;
   c.jitter = 0.25;
   c.half_open_max_wait = -0.0;
-  CHECK(cb::config_fingerprint(c) == "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0,nan,0");
+  CHECK(cb::config_fingerprint(c) == "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0,5,nan,0");
   c.recovery_timeout = 0.1;  // exact: %.17g
   const std::string fp = cb::config_fingerprint(c);
   CHECK(fp.find("0.10000000000000001") != std::string::npos);
