@@ -18,6 +18,10 @@
 #   --seconds S       FLEET_SCALE_SECONDS      the measured window, 2 to 300 (default 10)
 #   --warmup S        FLEET_SCALE_WARMUP       seconds between the last breaker made and
 #                                              the window, 0 to 120 (default 5)
+#   --worker-nice N   FLEET_SCALE_WORKER_NICE  the workers' niceness, 0 to 19 (default 10):
+#                                              Redis stands in for a server of its own, so
+#                                              the R processes that load it must not take
+#                                              its CPU on a small machine (0: same priority)
 #   --help            this text
 #
 # One redis-server on 127.0.0.1 (a free port, no persistence), started the
@@ -72,9 +76,11 @@ spec <- list(
   busy = list(env = "FLEET_SCALE_BUSY", flag = FALSE, min = 0, max = 1000, whole = TRUE),
   seconds = list(env = "FLEET_SCALE_SECONDS", flag = FALSE, min = 2, max = 300, whole = FALSE),
   warmup = list(env = "FLEET_SCALE_WARMUP", flag = FALSE, min = 0, max = 120, whole = FALSE),
+  "worker-nice" = list(env = "FLEET_SCALE_WORKER_NICE", flag = FALSE, min = 0, max = 19, whole = TRUE),
   help = list(env = NA_character_, flag = TRUE)
 )
-defaults <- list(connections = 64, processes = 8, idle = 1000, busy = 100, seconds = 10, warmup = 5)
+defaults <- list(connections = 64, processes = 8, idle = 1000, busy = 100, seconds = 10, warmup = 5,
+                 "worker-nice" = 10)
 sync_interval <- 0.1
 timeout <- 0.1
 sample_every <- 0.02
@@ -171,8 +177,11 @@ start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
                  parent_pid = Sys.getpid(), lifetime = lifetime),
             file.path(w$dir, "config.rds"))
+    # nice(1) execs Rscript: the process (and its PID) is the worker's.
+    rscript <- c(file.path(R.home("bin"), "Rscript"), "--vanilla", file.path(home, "scale-worker.R"), w$dir)
+    if (opts[["worker-nice"]] > 0) rscript <- c("nice", "-n", format(opts[["worker-nice"]]), rscript)
     w$proc <- processx::process$new(
-      file.path(R.home("bin"), "Rscript"), c("--vanilla", file.path(home, "scale-worker.R"), w$dir),
+      rscript[[1]], rscript[-1],
       env = c("current", R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep),
               if (!is.null(shim)) c(LD_PRELOAD = shim, CB_ROUND_TRIPS_SO = shim)),
       stdout = file.path(w$dir, "log"), stderr = "2>&1", cleanup = TRUE, supervise = TRUE
@@ -426,8 +435,10 @@ if (!circuitbreaker:::cb_redis_available()) {
 }
 
 say <- function(...) cat(..., sep = "")
+# Where an error came from (the calls then), for its message.
+error_calls <- NULL
 status <- tryCatch(
-  {
+  withCallingHandlers({
     cleanup <- new_stoppers()
     tryCatch(
       {
@@ -442,8 +453,8 @@ status <- tryCatch(
         say(sprintf("Fleet store at scale: circuitbreaker %s (%s), redis-server %s on 127.0.0.1, %s\n",
                     format(utils::packageVersion("circuitbreaker")), find.package("circuitbreaker"), version,
                     format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")))
-        say(sprintf("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up\n", sync_interval,
-                    timeout, opts$seconds, opts$warmup))
+        say(sprintf("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up; workers at nice %d\n",
+                    sync_interval, timeout, opts$seconds, opts$warmup, opts[["worker-nice"]]))
         t0 <- now()
         # Each scenario's report as soon as it is measured.
         if (opts$idle > 0) report(run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say), say)
@@ -453,9 +464,11 @@ status <- tryCatch(
       finally = cleanup$stop_all()
     )
     0L
-  },
+  }, error = function(e) error_calls <<- sys.calls()),
   error = function(e) {
     cat("scale.R: ", conditionMessage(e), "\n", file = stderr(), sep = "")
+    calls <- vapply(error_calls, function(x) paste(deparse(x, nlines = 1L), collapse = ""), "")
+    cat("  in: ", paste(utils::tail(substr(calls, 1, 100), 6), collapse = "\n      "), "\n", file = stderr(), sep = "")
     1L
   }
 )
