@@ -68,8 +68,10 @@ TEST_CASE("fleet store: one process per interval runs the health check",
     if (!server.connect(probe)) return cbredis::skipped();
   }
   const cb::Config c = fleet_health_config();
-  std::shared_ptr<cb::FleetSync> sync_a = cb::FleetSync::for_spec(fleet_health_spec(server, 20));
-  std::shared_ptr<cb::FleetSync> sync_b = cb::FleetSync::for_spec(fleet_health_spec(server, 21));
+  std::shared_ptr<cb::FleetSync> sync_a =
+      cb::FleetSync::for_spec(fleet_health_spec(server, 20));
+  std::shared_ptr<cb::FleetSync> sync_b =
+      cb::FleetSync::for_spec(fleet_health_spec(server, 21));
   REQUIRE(sync_a != sync_b);
   {
     cb::FleetHandle a(sync_a->join("dep", c), sync_a);

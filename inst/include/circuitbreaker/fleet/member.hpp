@@ -325,7 +325,6 @@ class FleetMember {
     bool active = false;
   };
 
-
   // probe_settled()'s work, under mutex_ (held by the caller).
   bool queue_probe_outcome(const Permit& p, bool released, Nanos now, bool failed) {
     if (p.kind != PermitKind::Probe || p.slot >= kMaxHalfOpenCalls) return false;

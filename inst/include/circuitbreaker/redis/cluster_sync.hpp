@@ -1,8 +1,9 @@
 // The fleet store's transport on a Redis Cluster: one thread's connections
 // to the cluster's nodes, the sync of many breakers over them, and the
-// leases of a probe and of a health check. The slot map, the redirects and each master's health
-// are in redis/cluster_view.hpp (shared by the store's threads), the rules
-// of a map and of a redirect in redis/cluster.hpp and redis/redirect.hpp.
+// leases of a probe and of a health check. The slot map, the redirects and
+// each master's health are in redis/cluster_view.hpp (shared by the store's
+// threads), the rules of a map and of a redirect in redis/cluster.hpp and
+// redis/redirect.hpp.
 //
 // A sync (ClusterClient::sync()) sends no script that touches keys of two
 // slots: one EVALSHA of the SYNC script per breaker (every key of a breaker

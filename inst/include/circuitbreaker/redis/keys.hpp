@@ -51,7 +51,8 @@ struct FleetSpec {
 // suffixes ":w", ":b" and ":p:<slot>" of fleet/script.hpp, and ":h", the
 // health-check lease of fleet_health_key()) lands in one slot. "cb1" is the
 // format's version, outside the tag: a later format (cb2) cannot read or
-// clobber these keys, and `SCAN MATCH cb1:*` finds every key of this one. A store's events channel follows the same scheme:
+// clobber these keys, and `SCAN MATCH cb1:*` finds every key of this one.
+// A store's events channel follows the same scheme:
 //   cb1:{<prefix>}:events
 inline constexpr const char* kFleetKeyVersion = "cb1";
 

@@ -149,9 +149,9 @@ inline std::optional<std::vector<std::string>> fleet_lease(
     RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
     const std::string& token, std::int64_t lease_ms, Nanos deadline) {
   const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
-  return fleet_lease_reply(fleet_caller_request(
-      conn, spec, deadline,
-      [&](RedisConnection& c) { return c.eval(true, keys, args); }));
+  return fleet_lease_reply(
+      fleet_caller_request(conn, spec, deadline,
+                           [&](RedisConnection& c) { return c.eval(true, keys, args); }));
 }
 
 // The health-check lease (keys.hpp's fleet_health_key()): a plain
