@@ -316,9 +316,10 @@ test_that("fleet-shared: one process of the fleet runs each interval's check, an
   file.create(healthy)
   results <- collect_children(procs, timeout = 60)
   expect_identical(vapply(results, `[[`, "", "state"), rep("CLOSED", 3))
-  expect_identical(vapply(results, `[[`, "", "reason"), rep("health_check", 3))
+  # The process whose check passed logged the reason; the others (and this
+  # one) took the close from the fleet, which does not carry the reason.
+  expect_true("health_check" %in% vapply(results, `[[`, "", "reason"))
   expect_true(wait_until(function() identical(here$state, "CLOSED")))
-  expect_identical(utils::tail(here$transitions()$reason, 1), "health_check")
   expect_identical(server$fleet(name, "s"), 0)
 
   lines <- strsplit(trimws(readLines(log)), " +")
