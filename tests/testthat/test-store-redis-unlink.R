@@ -46,7 +46,7 @@ test_that("breaker_store_unlink() removes one fleet breaker's keys, and only its
 
   expect_true(breaker_store_unlink("gone", store))
   expect_length(breaker_keys_on(server, "circuitbreaker", "gone"), 0)
-  expect_identical(server$call("EXISTS", paste0(fleet_key_of("circuitbreaker", "gone"), ":h")), 0L)
+  expect_identical(server$call("EXISTS", paste0(fleet_key_of("circuitbreaker", "gone"), ":h")), 0)
   expect_identical(breaker_keys_on(server, "circuitbreaker", "kept"), kept_before)
   expect_identical(server$fleet("kept", "s"), 1)
   expect_false(breaker_store_unlink("gone", store))
