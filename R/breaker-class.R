@@ -92,11 +92,14 @@ control_method <- function(op) {
 #' ([breaker_store_host()]) the processes take turns through a lease in the
 #' shared state: one process runs each interval's check, a process that dies
 #' holding the lease holds it for one interval at most, and every process
-#' sees the close. For a fleet ([breaker_store_redis()]) the lease is each
-#' process's own (a fleet-wide one would cost a round trip to Redis per
-#' check), so each process that runs the check may run it once per interval;
-#' a pass closes the fleet's breaker, as a manual command travels, if the
-#' fleet is still in the open period that process knew.
+#' sees the close. For a fleet ([breaker_store_redis()]) the lease is
+#' fleet-wide, a key in Redis that expires after `health_interval`: one
+#' process of the fleet runs each interval's check (taking the lease costs
+#' that process one round trip to Redis per interval, on the event loop,
+#' within the store's `timeout`), and a pass closes the fleet's breaker, as a
+#' manual command travels, if the fleet is still in the open period that
+#' process knew. While Redis cannot be reached the store is on local rules:
+#' each process that runs the check runs it once per interval.
 #'
 #' @section Outcomes:
 #' An error in `request_func` is a failure, unless it inherits from one of the

@@ -97,6 +97,9 @@ NULL
 #' (or failure) counts as a probe of the fleet's half-open period that
 #' follows the open period it was sent at the end of, so it closes (or
 #' re-opens) the fleet breaker, unless the fleet has moved on meanwhile. A
+#' health check (`health_check` of [circuit_breaker()]) runs on local rules
+#' too: each process runs it once per interval, not one process of the fleet
+#' (its lease is not taken; see "Keys"). A
 #' report retried after a timeout is applied once (reports carry ids). A
 #' Redis restarted empty is rebuilt from the processes' reports: the
 #' breaker stays open until the same time, in the same generation (the
@@ -196,8 +199,8 @@ NULL
 #' within the same sync if time is left (reports carry ids: it is counted
 #' once); an `ASK` reply (a slot being migrated) is followed with `ASKING`;
 #' a node that lost the scripts (`NOSCRIPT`) gets them again. A half-open
-#' probe's lease goes to the master of its breaker's slot and follows one
-#' redirect, within `timeout`. The store subscribes to its events channel
+#' probe's lease and a health check's lease go to the master of their
+#' breaker's slot and follow redirects, within `timeout`. The store subscribes to its events channel
 #' on one node (pub/sub reaches every node of a cluster); when that node is
 #' lost, it subscribes on another and reads every breaker once.
 #'
@@ -253,7 +256,12 @@ NULL
 #' * `...:b`: a hash, per process, the last report applied (a retried
 #'   report is counted once);
 #' * `...:p:<slot>`: a half-open probe's lease, holding its token, for at
-#'   most the lease's time.
+#'   most the lease's time;
+#' * `...:h`: the health check's lease (when the breaker has a
+#'   `health_check`), holding the token of the process that runs this
+#'   interval's check: set with `SET ... NX PX` for `health_interval`, so one
+#'   process of the fleet runs each check and a holder that dies holds it for
+#'   one interval at most.
 #'
 #' Transitions are published on the channel `cb1:{<prefix>}:events`. Every
 #' key expires after a day without a report.

@@ -385,15 +385,20 @@ TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each"
   CHECK(std::adjacent_find(keys.begin(), keys.end()) == keys.end());
 }
 
-TEST_CASE("a breaker's key list has its hash, window, ledger and every probe slot",
-          "[fleet-script]") {
+TEST_CASE(
+    "a breaker's key list has its hash, window, ledger, every probe slot and its "
+    "health-check lease",
+    "[fleet-script]") {
   const std::vector<std::string> keys = cb::fleet_breaker_keys("a", "b:c");
-  REQUIRE(keys.size() == 3 + cb::kMaxHalfOpenCalls);
+  REQUIRE(keys.size() == 4 + cb::kMaxHalfOpenCalls);
   CHECK(keys[0] == "cb1:{a:b%3Ac}");
   CHECK(keys[1] == "cb1:{a:b%3Ac}:w");
   CHECK(keys[2] == "cb1:{a:b%3Ac}:b");
   CHECK(keys[3] == "cb1:{a:b%3Ac}:p:0");
-  CHECK(keys.back() == "cb1:{a:b%3Ac}:p:" + std::to_string(cb::kMaxHalfOpenCalls - 1));
+  CHECK(keys[keys.size() - 2] ==
+        "cb1:{a:b%3Ac}:p:" + std::to_string(cb::kMaxHalfOpenCalls - 1));
+  CHECK(keys.back() == "cb1:{a:b%3Ac}:h");
+  CHECK(keys.back() == cb::fleet_health_key(cb::fleet_key("a", "b:c")));
   // No key of another breaker, even one whose name starts the same.
   for (const std::string& k : keys) CHECK(k.rfind("cb1:{a:b%3Ac}", 0) == 0);
   for (const std::string& k : cb::fleet_breaker_keys("a", "b")) {

@@ -3,9 +3,10 @@
 // that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER
 // MEET); then detection, a sync of breakers over every master with one
 // EVALSHA each, a slot moved under the store (MOVED followed in the same
-// sync), scripts flushed on a node (NOSCRIPT), the lease on the slot's
-// master, and a master killed (only its breakers wait). Detection on a
-// plain server, and several seeds that are not a cluster.
+// sync), scripts flushed on a node (NOSCRIPT), the leases (a probe's, a
+// health check's, which follows MOVED) on the slot's master, and a master
+// killed (only its breakers wait). Detection on a plain server, and several
+// seeds that are not a cluster.
 #include <catch2/catch.hpp>
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
@@ -165,6 +166,12 @@ TEST_CASE(
                       cb::SteadyClock::now() + spec.timeout);
   REQUIRE(lease.has_value());
   CHECK_FALSE(lease->empty());
+  // So does the health check's: one holder per interval.
+  const std::string health_key = cb::fleet_health_key(raw[0]->key());
+  CHECK(transport.health_lease(spec, health_key, "one", 60000,
+                               cb::SteadyClock::now() + spec.timeout) == true);
+  CHECK(transport.health_lease(spec, health_key, "two", 60000,
+                               cb::SteadyClock::now() + spec.timeout) == false);
 
   // A slot moved under the store: the old master answers MOVED, the report
   // goes to the new one in the same sync, and the map follows.
@@ -178,6 +185,25 @@ TEST_CASE(
   CHECK(moved.status().fleet_calls == 2);
   CHECK_FALSE(moved.has_news(cb::fleet_clock(spec)));
   CHECK(cluster.index_of(view->health_of_key(moved.key()).master) == to);
+  // The health lease moved with its slot, and is still held.
+  CHECK(transport.health_lease(spec, health_key, "three", 60000,
+                               cb::SteadyClock::now() + spec.timeout) == false);
+  // A slot moved that the store has not seen move: the health lease follows
+  // MOVED to the new master.
+  cb::FleetMember& other = *raw[1];
+  const std::uint16_t other_slot = cb::cluster_key_slot(other.key());
+  const std::size_t other_from =
+      cluster.index_of(view->health_of_key(other.key()).master);
+  if (other_slot != slot &&
+      cluster.move_slot(other_slot, other_from, (other_from + 1) % 3)) {
+    const std::string other_key = cb::fleet_health_key(other.key());
+    CHECK(transport.health_lease(spec, other_key, "one", 60000,
+                                 cb::SteadyClock::now() + spec.timeout) == true);
+    CHECK(cluster.index_of(view->health_of_key(other.key()).master) ==
+          (other_from + 1) % 3);
+    CHECK(transport.health_lease(spec, other_key, "two", 60000,
+                                 cb::SteadyClock::now() + spec.timeout) == false);
+  }
 
   // Scripts flushed on a node: loaded again, and every report applied.
   for (auto& c : cluster.conns) c.command({"SCRIPT", "FLUSH"});

@@ -274,3 +274,61 @@ test_that("fleet-shared: a pass in one process closes the breaker in every proce
   expect_identical(collect_children(list(child))[[1]], "CLOSED")
   expect_identical(server$fleet("health-fleet", "s"), 0)
 })
+
+test_that("fleet-shared: one process of the fleet runs each interval's check, and every process sees the close", {
+  skip_on_cran()
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
+  name <- "health-fleet-lease"
+  dir <- withr::local_tempdir()
+  log <- file.path(dir, "checks")
+  healthy <- file.path(dir, "healthy")
+  interval <- 0.4
+  args <- fleet_args(failure_threshold = 1, recovery_timeout = 600, health_interval = interval)
+  here <- local_shared_breaker(store, name, args)
+
+  check <- eval(bquote(function() {
+    cat(Sys.getpid(), format(as.numeric(Sys.time()), digits = 15), "\n", file = .(log), append = TRUE)
+    file.exists(.(healthy))
+  }))
+  environment(check) <- globalenv()
+  procs <- lapply(1:3, function(i) {
+    fleet_child(server$url, name, c(args, list(health_check = check)), function(cb, extra) {
+      deadline <- Sys.time() + 40
+      while (cb$state != "CLOSED" && Sys.time() < deadline) later::run_now(0.05)
+      list(pid = Sys.getpid(), state = cb$state, reason = utils::tail(cb$transitions()$reason, 1))
+    })
+  })
+  withr::defer(for (p in procs) if (p$is_alive()) p$kill())
+  trip(here)
+  expect_identical(here$state, "OPEN")
+  checks <- function() {
+    if (!file.exists(log)) return(0L)
+    length(readLines(log, warn = FALSE))
+  }
+  wait_until(function() checks() >= 6L, timeout = 30, what = "six failed checks")
+  # The lease is in Redis, for one interval.
+  lease <- paste0(fleet_key_of("circuitbreaker", name), ":h")
+  expect_true(wait_until(function() {
+    ttl <- server$call("PTTL", lease)
+    ttl > 0 && ttl <= interval * 1000
+  }, what = "the lease in Redis"))
+  file.create(healthy)
+  results <- collect_children(procs, timeout = 60)
+  expect_identical(vapply(results, `[[`, "", "state"), rep("CLOSED", 3))
+  # The process whose check passed logged the reason; the others (and this
+  # one) took the close from the fleet, which does not carry the reason.
+  expect_true("health_check" %in% vapply(results, `[[`, "", "reason"))
+  expect_true(wait_until(function() identical(here$state, "CLOSED")))
+  expect_identical(server$fleet(name, "s"), 0)
+
+  lines <- strsplit(trimws(readLines(log)), " +")
+  pids <- vapply(lines, `[[`, "", 1L)
+  at <- as.numeric(vapply(lines, `[[`, "", 2L))
+  expect_true(all(pids %in% as.character(vapply(results, `[[`, 0L, "pid"))))
+  # The lease: one check per interval for the fleet, whichever process ran
+  # it. Three processes without it would each run one per interval (about
+  # three times as many); two intervals' worth of slack for the start and
+  # the end.
+  expect_lte(length(at), (max(at) - min(at)) / interval + 2)
+})

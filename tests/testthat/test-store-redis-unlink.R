@@ -14,6 +14,7 @@ test_that("the core lists every key a fleet breaker may have", {
   expect_identical(keys[1:3], c("cb1:{myapp:pay%3Aments}", "cb1:{myapp:pay%3Aments}:w",
                                 "cb1:{myapp:pay%3Aments}:b"))
   expect_true("cb1:{myapp:pay%3Aments}:p:0" %in% keys)
+  expect_identical(keys[[length(keys)]], "cb1:{myapp:pay%3Aments}:h")
   expect_identical(keys[[1]], fleet_key_of("myapp", "pay:ments"))
 })
 
@@ -38,11 +39,14 @@ test_that("breaker_store_unlink() removes one fleet breaker's keys, and only its
   expect_identical(server$fleet("gone", "s"), 1)
   # A probe lease, so that a ":p:<slot>" key exists too.
   server$call("SET", paste0(fleet_key_of("circuitbreaker", "gone"), ":p:0"), "token", "PX", "60000")
+  # And a health check's lease (":h").
+  server$call("SET", paste0(fleet_key_of("circuitbreaker", "gone"), ":h"), "token", "PX", "60000")
   kept_before <- breaker_keys_on(server, "circuitbreaker", "kept")
-  expect_gte(length(breaker_keys_on(server, "circuitbreaker", "gone")), 4)
+  expect_gte(length(breaker_keys_on(server, "circuitbreaker", "gone")), 5)
 
   expect_true(breaker_store_unlink("gone", store))
   expect_length(breaker_keys_on(server, "circuitbreaker", "gone"), 0)
+  expect_identical(server$call("EXISTS", paste0(fleet_key_of("circuitbreaker", "gone"), ":h")), 0)
   expect_identical(breaker_keys_on(server, "circuitbreaker", "kept"), kept_before)
   expect_identical(server$fleet("kept", "s"), 1)
   expect_false(breaker_store_unlink("gone", store))

@@ -7,7 +7,9 @@
 //   - The lease. Only while OPEN may a check start, and only one per
 //     `health_interval` for the whole store: claim_health_check(now, owner)
 //     takes the lease under the breaker's lock (for a host-shared breaker, the
-//     segment's lock: one process of the host runs each check). The lease is
+//     segment's lock: one process of the host runs each check; a fleet
+//     breaker's local copy grants it only with the fleet's lease in Redis as
+//     well, redis/fleet_handle.hpp). The lease is
 //     free when none was taken in this OPEN period (a new generation) or when
 //     the last one's interval has passed, so a holder that died (or whose
 //     check never returns) holds it for one interval at most.

@@ -58,6 +58,10 @@ class FleetMember {
 
   // --- The caller's thread -------------------------------------------------
 
+  // A random token for a lease this process takes (a probe's, a health
+  // check's): what the lease key holds, so that its holder is known.
+  std::string new_token() { return random_hex(token_rng_, 32); }
+
   // A probe the local copy admitted goes out only with a fleet-wide lease.
   // `lease(token, lease_ms)` asks the store (on a live connection, bounded
   // by the transport's timeout) and returns the script's reply, or nullopt
@@ -320,8 +324,6 @@ class FleetMember {
     bool local = false;  // sent on local rules, without a lease
     bool active = false;
   };
-
-  std::string new_token() { return random_hex(token_rng_, 32); }
 
   // probe_settled()'s work, under mutex_ (held by the caller).
   bool queue_probe_outcome(const Permit& p, bool released, Nanos now, bool failed) {

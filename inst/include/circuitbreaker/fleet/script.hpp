@@ -14,6 +14,10 @@
 //   K:b                    hash: per process, the serial of the last report
 //                          applied (a retried report is not counted twice)
 //   K:p:<slot>             a probe lease, holding its caller's token
+//   K:h                    the health-check lease (not the scripts': one
+//                          SET NX PX by the process that runs this interval's
+//                          check, redis/fleet_handle.hpp; removed with the
+//                          others by breaker_store_unlink())
 // Every key a script touches is declared in its KEYS (redis/keys.hpp's
 // fleet_script_keys(): K, K:w, K:b, then K:p:0 ... K:p:<half_open_max_calls
 // - 1>), and one call touches the keys of one breaker only when it is given

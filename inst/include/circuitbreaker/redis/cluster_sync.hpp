@@ -1,8 +1,9 @@
 // The fleet store's transport on a Redis Cluster: one thread's connections
 // to the cluster's nodes, the sync of many breakers over them, and the
-// lease of a probe. The slot map, the redirects and each master's health
-// are in redis/cluster_view.hpp (shared by the store's threads), the rules
-// of a map and of a redirect in redis/cluster.hpp and redis/redirect.hpp.
+// leases of a probe and of a health check. The slot map, the redirects and
+// each master's health are in redis/cluster_view.hpp (shared by the store's
+// threads), the rules of a map and of a redirect in redis/cluster.hpp and
+// redis/redirect.hpp.
 //
 // A sync (ClusterClient::sync()) sends no script that touches keys of two
 // slots: one EVALSHA of the SYNC script per breaker (every key of a breaker
@@ -224,61 +225,31 @@ class ClusterClient {
   }
 
   // A LEASE of a probe of the breaker whose LEASE keys are `keys` on the
-  // master of its slot, following MOVED and ASK, by `deadline`. nullopt
-  // when no node could answer (error() says why).
+  // master of its slot (on_master()). nullopt when no node could answer
+  // (error() says why).
   std::optional<std::vector<std::string>> lease(const FleetSpec& spec,
                                                 const std::vector<std::string>& keys,
                                                 const std::string& token,
                                                 std::int64_t lease_ms, Nanos deadline) {
     const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
-    std::uint64_t routed = 0;
-    const std::uint16_t slot = cluster_key_slot(keys.at(0));
-    RedisNodeAddress to = view_->route({slot}, routed)[0];
-    bool ask = false, retried = false;
-    for (int hop = 0; hop < kRounds; ++hop) {
-      if (to.port == 0) {
-        view_->request_refresh();
-        error_ = "no master known for slot " + std::to_string(slot);
-        return std::nullopt;
-      }
-      const bool was_open = nodes_.count(to) != 0 && nodes_[to].conn->connected();
-      RedisConnection* c = node(spec, to, deadline, true);
-      if (c == nullptr) break;
-      c->set_timeout(deadline - SteadyClock::now());
-      RedisConnection::ReplyPtr r;
-      if (!ask || c->command({"ASKING"})) r = c->eval(true, keys, args);
-      c->set_timeout(spec.timeout);
-      if (!r) {
-        error_ = to.text() + ": " + c->error();
-        // Closed while idle: once more on a new connection.
-        if (was_open && !retried) {
-          retried = true;
-          --hop;
-          continue;
-        }
-        break;
-      }
-      if (r->type == REDIS_REPLY_ARRAY) {
-        view_->note_node(to, true, fleet_clock(spec));
-        std::vector<std::string> out;
-        for (std::size_t i = 0; i < r->elements; ++i) {
-          out.push_back(RedisConnection::reply_text(r->element[i]));
-        }
-        return out;
-      }
-      const std::string text = RedisConnection::reply_text(r.r);
-      ClusterRedirect rd;
-      if (r->type == REDIS_REPLY_ERROR && parse_cluster_redirect(text, rd) == nullptr) {
-        ask = rd.ask;
-        to = rd.ask ? rd.target(to) : view_->on_moved(rd, to, routed);
-        continue;
-      }
-      error_ = to.text() + ": " + text;
-      view_->request_refresh();
-      break;
-    }
-    view_->note_node(to, false, fleet_clock(spec));
-    return std::nullopt;
+    return fleet_lease_reply(on_master(
+        spec, keys.at(0), deadline,
+        [&](RedisConnection& c) { return c.eval(true, keys, args); },
+        [](const redisReply& r) { return r.type == REDIS_REPLY_ARRAY; }));
+  }
+
+  // The health-check lease `key` (round_trip.hpp's fleet_health_lease())
+  // on the master of its slot (on_master()): true when this caller took it,
+  // false when another holds it, nullopt when no node could answer.
+  std::optional<bool> health_lease(const FleetSpec& spec, const std::string& key,
+                                   const std::string& token, std::int64_t lease_ms,
+                                   Nanos deadline) {
+    const std::vector<std::string> cmd = fleet_health_lease_command(key, token, lease_ms);
+    return fleet_health_lease_reply(on_master(
+        spec, key, deadline, [&](RedisConnection& c) { return c.command(cmd); },
+        [](const redisReply& r) {
+          return r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_NIL;
+        }));
   }
 
   // A connection to any node that answers (for the subscription), by
@@ -296,6 +267,61 @@ class ClusterClient {
  private:
   // Rounds of one sync or lease: the first send, and two redirects.
   static constexpr int kRounds = 3;
+
+  // One request of the caller's thread for the slot of `key`, on the master
+  // of that slot, following MOVED and ASK, by `deadline`: `send(c)` makes
+  // the round trip on a connected node, `answer(reply)` says whether a reply
+  // is the request's answer (anything else but a redirect is that node's
+  // failure). Returns the answer, or an empty reply when no node could give
+  // one (error() says why).
+  template <class Send, class Answer>
+  RedisConnection::ReplyPtr on_master(const FleetSpec& spec, const std::string& key,
+                                      Nanos deadline, Send send, Answer answer) {
+    std::uint64_t routed = 0;
+    const std::uint16_t slot = cluster_key_slot(key);
+    RedisNodeAddress to = view_->route({slot}, routed)[0];
+    bool ask = false, retried = false;
+    for (int hop = 0; hop < kRounds; ++hop) {
+      if (to.port == 0) {
+        view_->request_refresh();
+        error_ = "no master known for slot " + std::to_string(slot);
+        return RedisConnection::ReplyPtr{};
+      }
+      const bool was_open = nodes_.count(to) != 0 && nodes_[to].conn->connected();
+      RedisConnection* c = node(spec, to, deadline, true);
+      if (c == nullptr) break;
+      c->set_timeout(deadline - SteadyClock::now());
+      RedisConnection::ReplyPtr r;
+      if (!ask || c->command({"ASKING"})) r = send(*c);
+      c->set_timeout(spec.timeout);
+      if (!r) {
+        error_ = to.text() + ": " + c->error();
+        // Closed while idle: once more on a new connection.
+        if (was_open && !retried) {
+          retried = true;
+          --hop;
+          continue;
+        }
+        break;
+      }
+      if (answer(*r.r)) {
+        view_->note_node(to, true, fleet_clock(spec));
+        return r;
+      }
+      const std::string text = RedisConnection::reply_text(r.r);
+      ClusterRedirect rd;
+      if (r->type == REDIS_REPLY_ERROR && parse_cluster_redirect(text, rd) == nullptr) {
+        ask = rd.ask;
+        to = rd.ask ? rd.target(to) : view_->on_moved(rd, to, routed);
+        continue;
+      }
+      error_ = to.text() + ": " + text;
+      view_->request_refresh();
+      break;
+    }
+    view_->note_node(to, false, fleet_clock(spec));
+    return RedisConnection::ReplyPtr{};
+  }
   // How long a node that could not be reached is left alone.
   static constexpr Nanos kRetryAfter = 250 * kNanosPerMs;
 

@@ -4,7 +4,8 @@
 // The calls run on the member's local copy as any breaker's do; what the
 // fleet needs in addition happens here, and only here:
 //   - a half-open probe goes out only with a fleet-wide lease
-//     (FleetMember::confirm_probe(), asked on the sync's connection);
+//     (FleetMember::confirm_probe(), asked on the sync's connection), and a
+//     health check runs only with one (claim_health_check());
 //   - a local trip wakes the sync thread at once, a failure nudges it (so
 //     the fleet hears of a run of failures soon, not at the next tick), and
 //     a settled probe wakes it when its outcome is due to the fleet;
@@ -115,14 +116,28 @@ class FleetHandle final : public AnyBreaker {
   std::size_t history(Nanos now, ActivityBucket* out) override {
     return local().history(now, out);
   }
-  // The lease is this process's (a fleet-wide one would cost a round trip
-  // per check): each process of the fleet that runs the check may run it
-  // once per interval. A pass closes the local copy and travels to the
-  // fleet like a manual command (FleetCommand::HealthClose), which the
-  // fleet applies only while it is still in the OPEN period this process
-  // knew.
+  // A health check runs in one process of the fleet per interval: after
+  // the local claim (the core's rules: only while OPEN, once per interval
+  // in this process), the fleet-wide lease (keys.hpp's fleet_health_key():
+  // SET NX PX health_interval, one round trip bounded by the store's
+  // timeout, on later's event loop, never inside a user's call). Another
+  // process holds it: not granted, try again when this process's interval
+  // has passed. Redis cannot be reached: granted on local rules, as a probe
+  // would be. A holder that dies holds the lease for one interval at most.
+  // A pass closes the local copy and travels to the fleet like a manual
+  // command (FleetCommand::HealthClose), which the fleet applies only while
+  // it is still in the OPEN period this process knew.
   HealthClaim claim_health_check(Nanos now) override {
-    return local().claim_health_check(now);
+    HealthClaim c = local().claim_health_check(now);
+    if (!c.granted) return c;
+    const Nanos interval = settings().health_interval;
+    const std::optional<bool> ours =
+        sync_->health_lease(fleet_health_key(member_->key()), member_->new_token(),
+                            fleet_health_lease_ms(interval));
+    if (ours.value_or(true)) return c;
+    c.granted = false;
+    c.retry_after = interval;  // when this process's own lease ends
+    return c;
   }
   HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
     const HealthResult r = local().health_result(c, passed, now);

@@ -48,10 +48,11 @@ struct FleetSpec {
 // the separator: (prefix, name) -> key is injective. The braces are a Redis
 // Cluster hash tag holding the whole identity and nothing else, and no '{'
 // comes before them, so that every key of a breaker (the hash, and the
-// suffixes ":w", ":b" and ":p:<slot>" of fleet/script.hpp) lands in one
-// slot. "cb1" is the format's version, outside the tag: a later format
-// (cb2) cannot read or clobber these keys, and `SCAN MATCH cb1:*` finds
-// every key of this one. A store's events channel follows the same scheme:
+// suffixes ":w", ":b" and ":p:<slot>" of fleet/script.hpp, and ":h", the
+// health-check lease of fleet_health_key()) lands in one slot. "cb1" is the
+// format's version, outside the tag: a later format (cb2) cannot read or
+// clobber these keys, and `SCAN MATCH cb1:*` finds every key of this one.
+// A store's events channel follows the same scheme:
 //   cb1:{<prefix>}:events
 inline constexpr const char* kFleetKeyVersion = "cb1";
 
@@ -98,14 +99,29 @@ inline std::vector<std::string> fleet_lease_keys(const std::string& key,
   return out;
 }
 
+// The fleet-wide lease of the health check of the breaker whose hash is
+// `key` (redis/fleet_handle.hpp): a string key, set with NX and PX (the
+// health_interval) by the one process that runs this interval's check.
+inline std::string fleet_health_key(const std::string& key) { return key + ":h"; }
+
+// The lease's time to live: the interval in whole milliseconds, rounded up
+// (a shorter one would let a second process in before the interval ends).
+inline std::int64_t fleet_health_lease_ms(Nanos interval) noexcept {
+  const Nanos ms = interval / kNanosPerMs + (interval % kNanosPerMs != 0 ? 1 : 0);
+  return ms < 1 ? 1 : static_cast<std::int64_t>(ms);
+}
+
 // Every key breaker `name` of `prefix` may have (fleet/script.hpp): its
 // script keys for every probe slot a breaker can have (kMaxHalfOpenCalls),
 // so that removing a breaker needs neither its half_open_max_calls nor a
-// SCAN. They share one hash tag, so one DEL removes them all (in Redis
-// Cluster too).
+// SCAN, then its health-check lease. They share one hash tag, so one DEL
+// removes them all (in Redis Cluster too).
 inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
                                                    const std::string& name) {
-  return fleet_script_keys(fleet_key(prefix, name), kMaxHalfOpenCalls);
+  const std::string key = fleet_key(prefix, name);
+  std::vector<std::string> out = fleet_script_keys(key, kMaxHalfOpenCalls);
+  out.push_back(fleet_health_key(key));
+  return out;
 }
 
 }  // namespace circuitbreaker

@@ -1,8 +1,8 @@
 // The round trips a fleet store (FleetSync, redis/sync.hpp) makes to Redis,
 // each on a connection it is given and bounded by the store's timeout: one
 // SYNC of the script (fleet/script.hpp) for many breakers, its retry on a
-// new connection, and one LEASE of a half-open probe. What they find is told
-// to the store's link (redis/link.hpp).
+// new connection, one LEASE of a half-open probe and one health-check
+// lease. What they find is told to the store's link (redis/link.hpp).
 #ifndef CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
 #define CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
 
@@ -107,34 +107,80 @@ inline bool fleet_sync(RedisConnection& conn, const FleetSpec& spec,
          fleet_connection_ready(conn, spec) && fleet_sync_once(conn, spec, members, link);
 }
 
-// A fleet-wide lease of a probe of the breaker whose LEASE keys are `keys`
-// (fleet/script.hpp, LEASE; fleet_lease_keys()) on `conn`, by `deadline`.
-// The first attempt goes out on `conn` as it is; when that fails without an
-// answer (the server closed it: that costs no wait), the connection is made
-// again and the lease asked once more, in what is left of the time. Returns
-// the script's reply, or nullopt when Redis could not be reached
-// (conn.error() says why).
-inline std::optional<std::vector<std::string>> fleet_lease(
-    RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
-    const std::string& token, std::int64_t lease_ms, Nanos deadline) {
-  const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
+// One request of the caller's thread on `conn`, by `deadline`: `send(c)`
+// makes the round trip on a connected `c`. The first attempt goes out on
+// `conn` as it is; when that fails without an answer (the server closed it:
+// that costs no wait), the connection is made again and the request sent
+// once more, in what is left of the time. Returns Redis's first answer (an
+// error too: Redis answered, so the connection is not dead), or an empty
+// reply when Redis could not be reached (conn.error() says why).
+template <class Send>
+inline RedisConnection::ReplyPtr fleet_caller_request(RedisConnection& conn,
+                                                      const FleetSpec& spec,
+                                                      Nanos deadline, Send send) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Nanos left = deadline - SteadyClock::now();
     if (left <= 0) break;
     if (!conn.connected() && !conn.connect(spec.endpoint, left)) break;
     conn.set_timeout(deadline - SteadyClock::now());
-    RedisConnection::ReplyPtr r = conn.eval(true, keys, args);
+    RedisConnection::ReplyPtr r = send(conn);
     conn.set_timeout(spec.timeout);
-    if (r && r->type == REDIS_REPLY_ARRAY) {
-      std::vector<std::string> out;
-      for (std::size_t i = 0; i < r->elements; ++i) {
-        out.push_back(RedisConnection::reply_text(r->element[i]));
-      }
-      return out;
-    }
-    if (r) break;  // Redis answered with an error: not a dead connection
+    if (r) return r;
   }
+  return RedisConnection::ReplyPtr{};
+}
+
+// The LEASE script's reply (an array of strings), or nullopt.
+inline std::optional<std::vector<std::string>> fleet_lease_reply(
+    const RedisConnection::ReplyPtr& r) {
+  if (!r || r->type != REDIS_REPLY_ARRAY) return std::nullopt;
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    out.push_back(RedisConnection::reply_text(r->element[i]));
+  }
+  return out;
+}
+
+// A fleet-wide lease of a probe of the breaker whose LEASE keys are `keys`
+// (fleet/script.hpp, LEASE; fleet_lease_keys()) on `conn`, by `deadline`
+// (fleet_caller_request()). Returns the script's reply, or nullopt when
+// Redis could not be reached (conn.error() says why) or answered otherwise.
+inline std::optional<std::vector<std::string>> fleet_lease(
+    RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
+    const std::string& token, std::int64_t lease_ms, Nanos deadline) {
+  const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
+  return fleet_lease_reply(
+      fleet_caller_request(conn, spec, deadline,
+                           [&](RedisConnection& c) { return c.eval(true, keys, args); }));
+}
+
+// The health-check lease (keys.hpp's fleet_health_key()): a plain
+// SET <key> <token> NX PX <lease_ms>, so that one process of the fleet runs
+// each interval's check and a dead holder's lease ends with the interval.
+inline std::vector<std::string> fleet_health_lease_command(const std::string& key,
+                                                           const std::string& token,
+                                                           std::int64_t lease_ms) {
+  return {"SET", key, token, "NX", "PX", std::to_string(lease_ms)};
+}
+
+// What the SET answered: true (set: this caller holds the lease), false
+// (nil: another holds it), nullopt (no answer, or anything else).
+inline std::optional<bool> fleet_health_lease_reply(const RedisConnection::ReplyPtr& r) {
+  if (r && r->type == REDIS_REPLY_STATUS) return true;
+  if (r && r->type == REDIS_REPLY_NIL) return false;
   return std::nullopt;
+}
+
+// The health-check lease of `key` on `conn`, by `deadline`
+// (fleet_caller_request()).
+inline std::optional<bool> fleet_health_lease(RedisConnection& conn,
+                                              const FleetSpec& spec,
+                                              const std::string& key,
+                                              const std::string& token,
+                                              std::int64_t lease_ms, Nanos deadline) {
+  const std::vector<std::string> cmd = fleet_health_lease_command(key, token, lease_ms);
+  return fleet_health_lease_reply(fleet_caller_request(
+      conn, spec, deadline, [&](RedisConnection& c) { return c.command(cmd); }));
 }
 
 }  // namespace circuitbreaker

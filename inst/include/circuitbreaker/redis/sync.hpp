@@ -20,10 +20,10 @@
 // Cluster (redis/transport.hpp: found on the first connection; on a
 // Cluster, redis/cluster_sync.hpp: one pipeline per master).
 //
-// The caller's thread uses its own connection, for one thing only: the
-// fleet-wide lease of a half-open probe (and the first registration of a
-// breaker), each bounded by `timeout` in all (connect included). A
-// connection the server closed while it was idle is found dead only by the
+// The caller's thread uses its own connection, for leases only: the
+// fleet-wide lease of a half-open probe or of a health check (and the first
+// registration of a breaker), each bounded by `timeout` in all (connect
+// included). A connection the server closed while it was idle is found dead only by the
 // next command, so both threads try once more on a new connection before
 // they call Redis unreachable (and the mode says "local").
 //
@@ -173,6 +173,30 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     // No fleet state (Redis restarted empty): the sync thread rebuilds it.
     if (!out->empty() && (*out)[0] == "absent") wake();
     return out;
+  }
+
+  // The fleet-wide lease of a health check (keys.hpp's fleet_health_key()),
+  // as lease() takes a probe's: within `timeout` in all, on the caller's
+  // connection. True when this process took it (it runs this interval's
+  // check); false when another process holds it, or another call held the
+  // connection for the whole timeout (Redis is reachable: the check is left
+  // to another process or interval); nullopt when Redis (on a cluster: the
+  // breaker's master) cannot be reached, and at once while the link is
+  // down: the check runs on local rules.
+  std::optional<bool> health_lease(const std::string& key, const std::string& token,
+                                   std::int64_t lease_ms) {
+    if (!linked()) return std::nullopt;
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    if (!lock_until(caller_mutex_, deadline)) return false;
+    std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
+    const std::optional<bool> out =
+        caller_.health_lease(spec_, key, token, lease_ms, deadline);
+    if (out) return out;
+    if (caller_.cluster()) {
+      link_.note_failure(caller_.error());
+      return std::nullopt;
+    }
+    return lost(caller_.error());
   }
 
   // A failure was recorded: sync soon, so that failures spread over the

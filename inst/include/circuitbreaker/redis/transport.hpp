@@ -60,6 +60,15 @@ class FleetTransport {
     return fleet_lease(single_, spec, keys, token, lease_ms, deadline);
   }
 
+  // The health-check lease `key` (round_trip.hpp): true when taken, false
+  // when another holds it, nullopt when Redis could not be reached.
+  std::optional<bool> health_lease(const FleetSpec& spec, const std::string& key,
+                                   const std::string& token, std::int64_t lease_ms,
+                                   Nanos deadline) {
+    if (cluster()) return cluster_.health_lease(spec, key, token, lease_ms, deadline);
+    return fleet_health_lease(single_, spec, key, token, lease_ms, deadline);
+  }
+
   // Connects `conn` for the subscription: to the server, or to any node of
   // the cluster that answers (classic pub/sub reaches every node).
   bool connect_subscriber(const FleetSpec& spec, RedisConnection& conn) {
