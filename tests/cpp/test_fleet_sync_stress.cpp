@@ -24,6 +24,7 @@
 #include "circuitbreaker/redis/fleet_handle.hpp"
 #include "circuitbreaker/redis/sync.hpp"
 #include "redis_test_support.hpp"
+#include "tcp_freeze_proxy.hpp"
 
 namespace cb = circuitbreaker;
 
@@ -225,6 +226,60 @@ TEST_CASE("a subscription that ends is replaced, and every breaker read",
     const int last = kBreakers - 1;
     two.trip(last);
     CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
+  }
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+// A subscription that stops answering while its socket stays open (a hung
+// server or network; here a proxy that stops passing its bytes) fails the
+// liveness check after a failed sync (CLIENT PAUSE): it is replaced, and
+// the read of every breaker that follows finds what was published to the
+// dead one (a trip by another store).
+TEST_CASE("a subscription that does not answer the check is replaced",
+          "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cbredis::FreezeProxy proxy(server.endpoint.port);
+  REQUIRE(proxy.port() != 0);
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.endpoint.port = proxy.port();
+  spec.prefix = "frozen";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.endpoint = server.endpoint;  // the other store, not through the proxy
+  spec2.sync_interval = 30 * cb::kNanosPerMs;
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 60;
+  constexpr int kBreakers = 50;
+  {
+    Store one(spec, kBreakers, config), two(spec2, kBreakers, config);
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 2; }, 5));
+    REQUIRE(one.sync->subscriptions() == 1);
+    REQUIRE(proxy.freeze_subscribers());
+
+    // Published to a subscription that passes nothing: lost for `one`.
+    const int last = kBreakers - 1;
+    const std::string key = two.callers[last].member->key();
+    two.trip(last);
+    REQUIRE(wait_for(
+        [&] {
+          return cb::RedisConnection::reply_text(redis.command({"HGET", key, "s"}).r) ==
+                 "1";
+        },
+        5));
+    CHECK(one.state(last) == cb::State::Closed);
+
+    const std::uint64_t failures = one.sync->stats().failures;
+    REQUIRE(cb::RedisConnection::reply_text(
+                redis.command({"CLIENT", "PAUSE", "300", "ALL"}).r) == "OK");
+    CHECK(wait_for([&] { return one.sync->stats().failures > failures; }, 5));
+    CHECK(wait_for([&] { return one.sync->subscriptions() == 2; }, 5));
+    CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
+    CHECK(two.sync->subscriptions() == 1);
   }
   cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
 }
