@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -87,8 +89,8 @@ class FreezeProxy {
       subscriber = true;
     }
     for (ssize_t done = 0; done < n;) {
-      const ssize_t w = ::send(to, buf + done, static_cast<std::size_t>(n - done),
-                               MSG_NOSIGNAL);
+      const ssize_t w =
+          ::send(to, buf + done, static_cast<std::size_t>(n - done), MSG_NOSIGNAL);
       if (w <= 0) return false;
       done += w;
     }

@@ -104,7 +104,10 @@ struct Store {
     for (Caller& c : callers) c.forget();
   }
   cb::State state(int i) const {
-    return callers[static_cast<std::size_t>(i)].member->breaker().snapshot(sync->now()).state;
+    return callers[static_cast<std::size_t>(i)]
+        .member->breaker()
+        .snapshot(sync->now())
+        .state;
   }
   // Trips breaker `i` here (one failure trips it); the sync tells the fleet.
   void trip(int i) {
@@ -130,8 +133,7 @@ struct Store {
 // published after the slow moment still reaches the other store. The last
 // breaker of 50 is the one tripped: the sweep (one breaker a second, in
 // order) cannot read it within the test, only a message can.
-TEST_CASE("a slow Redis keeps the subscription and costs no full read",
-          "[fleet-sync]") {
+TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-sync]") {
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();
@@ -235,8 +237,7 @@ TEST_CASE("a subscription that ends is replaced, and every breaker read",
 // liveness check after a failed sync (CLIENT PAUSE): it is replaced, and
 // the read of every breaker that follows finds what was published to the
 // dead one (a trip by another store).
-TEST_CASE("a subscription that does not answer the check is replaced",
-          "[fleet-sync]") {
+TEST_CASE("a subscription that does not answer the check is replaced", "[fleet-sync]") {
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();

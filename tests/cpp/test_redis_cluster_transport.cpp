@@ -305,22 +305,24 @@ TEST_CASE("cluster transport: the subscription survives a slow moment, not its n
   {
     std::shared_ptr<cb::FleetSync> one = cb::FleetSync::for_spec(spec);
     std::vector<std::shared_ptr<cb::FleetMember>> mine, theirs;
-    for (int i = 0; i < kBreakers; ++i) mine.push_back(one->join("b" + std::to_string(i), config));
+    for (int i = 0; i < kBreakers; ++i)
+      mine.push_back(one->join("b" + std::to_string(i), config));
     REQUIRE(within_5s([&] { return count(subscribed()) == 1; }));
     const std::array<std::set<std::string>, 3> own = subscribed();
     std::size_t home = 0;
     while (own[home].empty()) ++home;
 
     std::shared_ptr<cb::FleetSync> two = cb::FleetSync::for_spec(spec2);
-    for (int i = 0; i < kBreakers; ++i) theirs.push_back(two->join("b" + std::to_string(i), config));
+    for (int i = 0; i < kBreakers; ++i)
+      theirs.push_back(two->join("b" + std::to_string(i), config));
     REQUIRE(within_5s([&] { return count(subscribed()) == 2; }));
     const std::array<std::set<std::string>, 3> before = subscribed();
     auto trip = [&](int i) {
       const cb::Nanos t = two->now();
       const cb::Admission a = theirs[static_cast<std::size_t>(i)]->breaker().acquire(t);
       REQUIRE(a.permitted);
-      theirs[static_cast<std::size_t>(i)]->breaker().record(a.permit, cb::Outcome::Failure,
-                                                            two->now());
+      theirs[static_cast<std::size_t>(i)]->breaker().record(
+          a.permit, cb::Outcome::Failure, two->now());
       two->wake();
     };
     auto opened = [&](int i) {
@@ -335,7 +337,8 @@ TEST_CASE("cluster transport: the subscription survives a slow moment, not its n
     }
     CHECK(within_5s([&] { return one->stats().failures > failures; }));
     const std::uint64_t syncs = one->stats().syncs;
-    CHECK(within_5s([&] { return one->stats().linked && one->stats().syncs >= syncs + 3; }));
+    CHECK(within_5s(
+        [&] { return one->stats().linked && one->stats().syncs >= syncs + 3; }));
     CHECK(subscribed() == before);  // the same clients on the same nodes
     CHECK(one->subscriptions() == 1);
     CHECK(two->subscriptions() == 1);
@@ -343,13 +346,16 @@ TEST_CASE("cluster transport: the subscription survives a slow moment, not its n
     CHECK(within_5s([&] { return opened(kBreakers - 1); }));
 
     // The node of the subscription killed: another node's, and messages.
-    const std::string dead = "127.0.0.1:" + std::to_string(cluster.nodes[home]->endpoint.port);
+    const std::string dead =
+        "127.0.0.1:" + std::to_string(cluster.nodes[home]->endpoint.port);
     cluster.nodes[home]->kill();
     cluster.conns[home].close();
     CHECK(within_5s([&] { return one->subscriptions() == 2; }));
     CHECK(subscribed()[home].empty());
     int last = kBreakers - 2;
-    while (last > 0 && one->master_for(mine[static_cast<std::size_t>(last)]->key()) == dead) --last;
+    while (last > 0 &&
+           one->master_for(mine[static_cast<std::size_t>(last)]->key()) == dead)
+      --last;
     REQUIRE(last > kBreakers / 2);
     trip(last);
     CHECK(within_5s([&] { return opened(last); }));
