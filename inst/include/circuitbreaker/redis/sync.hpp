@@ -11,7 +11,8 @@
 // scripts publish each breaker whose state they change on the store's
 // events channel, which this thread subscribes to), every breaker once
 // after each (re)subscription (pub/sub drops what is published while the
-// subscription is down), and one breaker a second in turn. A sync with
+// subscription is down; below: when it is kept, when dropped), and one
+// breaker a second in turn. A sync with
 // none of these is a PING, which keeps the link's state (mode, sync_lag)
 // true. So an idle store costs Redis a PING per sync (on a Cluster, one per
 // master) and one EVALSHA of one breaker a second, however many breakers.
@@ -22,11 +23,12 @@
 // disconnects it if that buffer overflows). It is dropped, and every
 // breaker read again after the next subscription, only when its connection
 // ends or errs (a restarted Redis, a CLIENT KILL, an overflow: read_events())
-// or when it fails the liveness check that follows a failed sync: the first
-// good sync after one or more failed ones sends PING on the subscription and
-// waits at most `timeout` for its pong. Else one slow moment would make
-// every store of a Redis re-read all its breakers at once, which slows Redis
-// further (a metastable failure).
+// or when it fails the check that follows failed syncs: the first good sync
+// after one or more failed ones sends PING on the subscription and waits at
+// most `timeout` for its pong (behind Sentinel, the subscription must also
+// be on the master that the sync reached). Else one slow moment would make
+// every store of a Redis re-read all its breakers at once, which slows
+// Redis further (a metastable failure).
 //
 // The store is on a single server, a master behind Sentinel or a Redis
 // Cluster (redis/transport.hpp: found on the first connection; on a
@@ -303,7 +305,9 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     bool named = false;
     if (ok && check_subscription_) {
       check_subscription_ = false;
-      if (sub_.connected() && !subscription_answers(named)) sub_.close();
+      if (sub_.connected() && (!on_sync_server() || !subscription_answers(named))) {
+        sub_.close();
+      }
     }
     const bool subscribed = ok && !sub_.connected() && subscribe();
     // A call found the caller's connection broken: make it here, where
@@ -327,6 +331,15 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     for (auto& m : live_members()) m->want();
     subscriptions_.fetch_add(1, std::memory_order_relaxed);
     return true;
+  }
+
+  // Whether the subscription is on the server that the syncs go to: behind
+  // Sentinel, a failover moves them to the new master, whose messages a
+  // subscription on the old one does not see (a demoted master that Sentinel
+  // reconfigures also drops its subscribers). On a Cluster, any node's
+  // subscription sees every message.
+  bool on_sync_server() const {
+    return conn_.cluster() || conn_.server_address() == sub_.address();
   }
 
   // The liveness check of a subscription kept through failed syncs: PING on
