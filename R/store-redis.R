@@ -35,7 +35,12 @@ NULL
 #' each one's fleet state is read (and its keys kept from expiring) every
 #' so many seconds as the store has breakers. A process reads all of its
 #' breakers when it (re)subscribes, since pub/sub drops what is published
-#' while a connection is down (in syncs of at most 128 breakers).
+#' while a connection is down (in syncs of at most 128 breakers). A sync
+#' that fails (Redis or the machine slow: a timeout) keeps the subscription,
+#' which loses nothing while it is connected; it is replaced only when its
+#' own connection ends (a restarted Redis) or when it does not answer a
+#' `PING` within `timeout` once the link is back. So a slow moment does not
+#' make every process read all its breakers at once.
 #'
 #' Only a half-open probe pays a round trip: before it goes out it takes a
 #' fleet-wide lease (`SET ... NX PX` with a token of its own, in a script),

@@ -11,6 +11,7 @@
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,7 @@
 #include "circuitbreaker/redis/fleet_handle.hpp"
 #include "circuitbreaker/redis/sync.hpp"
 #include "redis_test_support.hpp"
+#include "tcp_freeze_proxy.hpp"
 
 namespace cb = circuitbreaker;
 
@@ -73,7 +75,215 @@ bool wait_for(Done&& done, double seconds) {
   return true;
 }
 
+// The ids of the server's subscribed clients (CLIENT LIST TYPE pubsub),
+// sorted.
+std::vector<std::string> pubsub_ids(cb::RedisConnection& redis) {
+  std::vector<std::string> out;
+  cb::RedisConnection::ReplyPtr r = redis.command({"CLIENT", "LIST", "TYPE", "pubsub"});
+  const std::string list = r ? cb::RedisConnection::reply_text(r.r) : std::string();
+  for (std::size_t at = list.find("id="); at != std::string::npos;
+       at = list.find("\nid=", at + 1)) {
+    const std::size_t from = list.find('=', at) + 1;
+    out.push_back(list.substr(from, list.find(' ', from) - from));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// One store (a FleetSync) with `n` idle breakers "b0".. of one config.
+struct Store {
+  std::shared_ptr<cb::FleetSync> sync;
+  std::vector<Caller> callers;
+  Store(const cb::FleetSpec& spec, int n, const cb::Config& config)
+      : sync(cb::FleetSync::for_spec(spec)) {
+    for (int i = 0; i < n; ++i) {
+      callers.push_back({sync, sync->join("b" + std::to_string(i), config)});
+    }
+  }
+  ~Store() {
+    for (Caller& c : callers) c.forget();
+  }
+  cb::State state(int i) const {
+    return callers[static_cast<std::size_t>(i)]
+        .member->breaker()
+        .snapshot(sync->now())
+        .state;
+  }
+  // Trips breaker `i` here (one failure trips it); the sync tells the fleet.
+  void trip(int i) {
+    Caller& c = callers[static_cast<std::size_t>(i)];
+    const cb::Admission a = c.acquire(sync->now());
+    REQUIRE(a.permitted);
+    c.record(a.permit, cb::Outcome::Failure, sync->now());
+  }
+  // Whether two more syncs went through: a sync that ended after the link
+  // came back, and the check that followed it, are done.
+  bool synced_twice_more() const {
+    const std::uint64_t from = sync->stats().syncs;
+    return wait_for([&] { return sync->stats().syncs >= from + 2; }, 5);
+  }
+};
+
 }  // namespace
+
+// A sync that times out because Redis is slow (CLIENT PAUSE: no command is
+// served for 0.3 s, the timeout is 0.1 s) loses no pub/sub message: the
+// subscription is kept (the same client on the server), answers the PING of
+// the liveness check, and no store reads all its breakers again; a trip
+// published after the slow moment still reaches the other store. The last
+// breaker of 50 is the one tripped: the sweep (one breaker a second, in
+// order) cannot read it within the test, only a message can.
+TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "slow";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.sync_interval = 30 * cb::kNanosPerMs;  // another store: a second process
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 60;
+  constexpr int kBreakers = 50;
+  {
+    Store one(spec, kBreakers, config), two(spec2, kBreakers, config);
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 2; }, 5));
+    const std::vector<std::string> before = pubsub_ids(redis);
+    CHECK(one.sync->subscriptions() == 1);
+    CHECK(two.sync->subscriptions() == 1);
+
+    const std::uint64_t failures = one.sync->stats().failures;
+    const std::uint64_t failures2 = two.sync->stats().failures;
+    REQUIRE(cb::RedisConnection::reply_text(
+                redis.command({"CLIENT", "PAUSE", "300", "ALL"}).r) == "OK");
+    CHECK(wait_for(
+        [&] {
+          return one.sync->stats().failures > failures &&
+                 two.sync->stats().failures > failures2;
+        },
+        5));
+    CHECK(wait_for([&] { return one.sync->stats().linked && two.sync->stats().linked; },
+                   5));
+    CHECK(one.synced_twice_more());
+    CHECK(two.synced_twice_more());
+
+    CHECK(pubsub_ids(redis) == before);  // the same subscribed clients
+    CHECK(one.sync->subscriptions() == 1);
+    CHECK(two.sync->subscriptions() == 1);
+
+    const int last = kBreakers - 1;
+    two.trip(last);
+    CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
+  }
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+// A subscription whose connection ends (CLIENT KILL of that client; a
+// restarted Redis does the same) is replaced: the store subscribes again
+// (each subscription asks for a read of every breaker), and messages reach
+// it again.
+TEST_CASE("a subscription that ends is replaced, and every breaker read",
+          "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "killed";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.sync_interval = 30 * cb::kNanosPerMs;
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 60;
+  constexpr int kBreakers = 50;
+  {
+    Store one(spec, kBreakers, config);
+    REQUIRE(wait_for([&] { return one.sync->subscriptions() == 1; }, 5));
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 1; }, 5));
+    const std::vector<std::string> before = pubsub_ids(redis);
+
+    // Another store (a second process), with a subscription of its own
+    // that is left alone.
+    Store two(spec2, kBreakers, config);
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 2; }, 5));
+    const std::vector<std::string> both = pubsub_ids(redis);
+    std::string other;
+    for (const std::string& id : both) {
+      if (id != before[0]) other = id;
+    }
+    REQUIRE_FALSE(other.empty());
+    REQUIRE(redis.command({"CLIENT", "KILL", "ID", before[0]}));
+    CHECK(wait_for([&] { return one.sync->subscriptions() == 2; }, 5));
+    const std::vector<std::string> after = pubsub_ids(redis);
+    CHECK(after.size() == 2);
+    CHECK(std::find(after.begin(), after.end(), before[0]) == after.end());
+    CHECK(two.sync->subscriptions() == 1);
+
+    // Messages reach the new subscription.
+    const int last = kBreakers - 1;
+    two.trip(last);
+    CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
+  }
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
+
+// A subscription that stops answering while its socket stays open (a hung
+// server or network; here a proxy that stops passing its bytes) fails the
+// liveness check after a failed sync (CLIENT PAUSE): it is replaced, and
+// the read of every breaker that follows finds what was published to the
+// dead one (a trip by another store).
+TEST_CASE("a subscription that does not answer the check is replaced", "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cbredis::FreezeProxy proxy(server.endpoint.port);
+  REQUIRE(proxy.port() != 0);
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.endpoint.port = proxy.port();
+  spec.prefix = "frozen";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.endpoint = server.endpoint;  // the other store, not through the proxy
+  spec2.sync_interval = 30 * cb::kNanosPerMs;
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 60;
+  constexpr int kBreakers = 50;
+  {
+    Store one(spec, kBreakers, config), two(spec2, kBreakers, config);
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 2; }, 5));
+    REQUIRE(one.sync->subscriptions() == 1);
+    REQUIRE(proxy.freeze_subscribers());
+
+    // Published to a subscription that passes nothing: lost for `one`.
+    const int last = kBreakers - 1;
+    const std::string key = two.callers[last].member->key();
+    two.trip(last);
+    REQUIRE(wait_for(
+        [&] {
+          return cb::RedisConnection::reply_text(redis.command({"HGET", key, "s"}).r) ==
+                 "1";
+        },
+        5));
+    CHECK(one.state(last) == cb::State::Closed);
+
+    const std::uint64_t failures = one.sync->stats().failures;
+    REQUIRE(cb::RedisConnection::reply_text(
+                redis.command({"CLIENT", "PAUSE", "300", "ALL"}).r) == "OK");
+    CHECK(wait_for([&] { return one.sync->stats().failures > failures; }, 5));
+    CHECK(wait_for([&] { return one.sync->subscriptions() == 2; }, 5));
+    CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
+    CHECK(two.sync->subscriptions() == 1);
+  }
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
+}
 
 TEST_CASE("the sync threads and a caller share fleet breakers without a race",
           "[fleet-sync]") {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "circuitbreaker/redis/cluster_view.hpp"
+#include "circuitbreaker/redis/sync.hpp"
 #include "circuitbreaker/redis/transport.hpp"
 #include "redis_test_support.hpp"
 
@@ -109,6 +110,29 @@ void one_call(cb::FleetMember& m, const cb::FleetSpec& spec) {
   const cb::Admission a = m.breaker().acquire(t);
   REQUIRE(a.permitted);
   m.breaker().record(a.permit, cb::Outcome::Success, t);
+}
+
+// The ids of node `c`'s subscribed clients (CLIENT LIST TYPE pubsub).
+std::set<std::string> pubsub_ids(cb::RedisConnection& c) {
+  std::set<std::string> out;
+  const std::string list = text(c.command({"CLIENT", "LIST", "TYPE", "pubsub"}));
+  for (std::size_t at = list.find("id="); at != std::string::npos;
+       at = list.find("\nid=", at + 1)) {
+    const std::size_t from = list.find('=', at) + 1;
+    out.insert(list.substr(from, list.find(' ', from) - from));
+  }
+  return out;
+}
+
+// Polls `done()` every 5 ms for at most 5 s; its last value.
+template <typename Done>
+bool within_5s(Done&& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 }  // namespace
@@ -262,6 +286,110 @@ TEST_CASE("cluster transport: a plain server is single; several seeds must be a 
   CHECK_FALSE(two.sync(seeds, {&m}, link, true));
   CHECK(view2->mode() == cb::ClusterView::Mode::kUnknown);
   CHECK(two.error().find("is not a Redis Cluster node") != std::string::npos);
+}
+
+// The subscription of a store on a Cluster lives on one node. A moment when
+// every node is slow (CLIENT PAUSE on each: the syncs time out) keeps it
+// (the same client, no new subscription, messages still arrive); that node
+// killed, the store subscribes on another and messages arrive there.
+TEST_CASE("cluster transport: the subscription survives a slow moment, not its node",
+          "[redis-cluster-transport]") {
+  Cluster cluster;
+  if (!cluster.ok) {
+    cbredis::skipped();
+    return;
+  }
+  // The masters left serve their slots when one is gone.
+  for (auto& c : cluster.conns) {
+    REQUIRE(text(c.command({"CONFIG", "SET", "cluster-require-full-coverage", "no"})) ==
+            "OK");
+  }
+  cb::FleetSpec spec;
+  spec.endpoint.host = "127.0.0.1";
+  spec.endpoint.port = cluster.nodes[0]->endpoint.port;
+  spec.prefix = "sub";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec2 = spec;
+  spec2.sync_interval = 30 * cb::kNanosPerMs;  // a second process
+  cb::Config config;
+  config.failure_threshold = 1;
+  config.recovery_timeout = 60;
+  // 30 breakers: the sweep (one a second, in order) does not reach the last
+  // ones within the test; only a message can.
+  constexpr int kBreakers = 30;
+  auto subscribed = [&cluster] {
+    std::array<std::set<std::string>, 3> out;
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (cluster.conns[i].connected()) out[i] = pubsub_ids(cluster.conns[i]);
+    }
+    return out;
+  };
+  auto count = [](const std::array<std::set<std::string>, 3>& a) {
+    return a[0].size() + a[1].size() + a[2].size();
+  };
+  {
+    std::shared_ptr<cb::FleetSync> one = cb::FleetSync::for_spec(spec);
+    std::vector<std::shared_ptr<cb::FleetMember>> mine, theirs;
+    for (int i = 0; i < kBreakers; ++i)
+      mine.push_back(one->join("b" + std::to_string(i), config));
+    REQUIRE(within_5s([&] { return count(subscribed()) == 1; }));
+    const std::array<std::set<std::string>, 3> own = subscribed();
+    std::size_t home = 0;
+    while (own[home].empty()) ++home;
+
+    std::shared_ptr<cb::FleetSync> two = cb::FleetSync::for_spec(spec2);
+    for (int i = 0; i < kBreakers; ++i)
+      theirs.push_back(two->join("b" + std::to_string(i), config));
+    REQUIRE(within_5s([&] { return count(subscribed()) == 2; }));
+    const std::array<std::set<std::string>, 3> before = subscribed();
+    auto trip = [&](int i) {
+      const cb::Nanos t = two->now();
+      const cb::Admission a = theirs[static_cast<std::size_t>(i)]->breaker().acquire(t);
+      REQUIRE(a.permitted);
+      theirs[static_cast<std::size_t>(i)]->breaker().record(
+          a.permit, cb::Outcome::Failure, two->now());
+      two->wake();
+    };
+    auto opened = [&](int i) {
+      return mine[static_cast<std::size_t>(i)]->breaker().snapshot(one->now()).state ==
+             cb::State::Open;
+    };
+
+    // Every node paused for 0.3 s; the timeout is 0.1 s.
+    const std::uint64_t failures = one->stats().failures;
+    for (auto& c : cluster.conns) {
+      REQUIRE(text(c.command({"CLIENT", "PAUSE", "300", "ALL"})) == "OK");
+    }
+    CHECK(within_5s([&] { return one->stats().failures > failures; }));
+    const std::uint64_t syncs = one->stats().syncs;
+    CHECK(within_5s(
+        [&] { return one->stats().linked && one->stats().syncs >= syncs + 3; }));
+    CHECK(subscribed() == before);  // the same clients on the same nodes
+    CHECK(one->subscriptions() == 1);
+    CHECK(two->subscriptions() == 1);
+    trip(kBreakers - 1);
+    CHECK(within_5s([&] { return opened(kBreakers - 1); }));
+
+    // The node of the subscription killed: another node's, and messages.
+    const std::string dead =
+        "127.0.0.1:" + std::to_string(cluster.nodes[home]->endpoint.port);
+    cluster.nodes[home]->kill();
+    cluster.conns[home].close();
+    CHECK(within_5s([&] { return one->subscriptions() == 2; }));
+    CHECK(subscribed()[home].empty());
+    int last = kBreakers - 2;
+    while (last > 0 &&
+           one->master_for(mine[static_cast<std::size_t>(last)]->key()) == dead)
+      --last;
+    REQUIRE(last > kBreakers / 2);
+    trip(last);
+    CHECK(within_5s([&] { return opened(last); }));
+
+    mine.clear();
+    theirs.clear();
+  }
+  cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
 }
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS

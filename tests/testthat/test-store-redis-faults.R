@@ -174,3 +174,32 @@ test_that("a probe sent on local rules while Redis was away closes the fleet whe
   expect_true(wait_until(function() identical(server$fleet("away", "s"), 0)))
   expect_identical(cb$state, "CLOSED")
 })
+
+test_that("a slow Redis (CLIENT PAUSE) keeps the subscription, and its messages still arrive", {
+  server <- local_redis_server()
+  args <- fleet_args(failure_threshold = 1, recovery_timeout = 60)
+  pubsub_ids <- function() {
+    list <- server$call("CLIENT", "LIST", "TYPE", "pubsub")
+    sort(regmatches(list, gregexpr("(?<=id=)[0-9]+", list, perl = TRUE))[[1]])
+  }
+  store <- breaker_store_redis(server$url, sync_interval = 0.02, timeout = 0.1)
+  # 50 breakers: the sync that reads one breaker a second, in turn, does not
+  # reach the last one within this test; only a message can.
+  names <- sprintf("slow%02d", 1:50)
+  cbs <- lapply(names, function(n) local_shared_breaker(store, n, args))
+  expect_true(wait_until(function() length(pubsub_ids()) == 1))
+  before <- pubsub_ids()
+  # No command is served for 0.3 s: the syncs time out (timeout 0.1 s).
+  expect_identical(server$call("CLIENT", "PAUSE", "300", "ALL"), "OK")
+  quietly_alone(expect_true(wait_until(function() !is.na(cbs[[1]]$metrics()$last_error), 5)))
+  quietly_alone(expect_true(wait_until(function() identical(cbs[[1]]$metrics()$mode, "fleet"), 10)))
+  # The same subscribed client: not dropped, so no read of every breaker.
+  expect_identical(pubsub_ids(), before)
+  # Another process trips the last breaker; the message reaches this one.
+  child <- fleet_child(server$url, names[[50]], args, function(cb, extra) {
+    cb$execute(function() stop("down"), function(e) "fb")
+    Sys.sleep(20)  # killed by the test once its trip is seen
+  })
+  withr::defer(if (child$is_alive()) child$kill())
+  expect_true(wait_until(function() identical(cbs[[50]]$state, "OPEN"), 15))
+})

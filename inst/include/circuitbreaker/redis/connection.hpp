@@ -52,9 +52,14 @@ class RedisConnection {
     if (ctx_) redisSetTimeout(ctx_, to_timeval(timeout));
   }
 
+  // The host:port connected to ("" when not connected): behind Sentinel,
+  // the master of the moment.
+  const std::string& address() const noexcept { return address_; }
+
   void close() noexcept {
     if (ctx_) redisFree(ctx_);
     ctx_ = nullptr;
+    address_.clear();
     sync_sha_.clear();
     lease_sha_.clear();
   }
@@ -79,6 +84,7 @@ class RedisConnection {
       return false;
     }
     redisSetTimeout(ctx_, tv);
+    address_ = host + ":" + std::to_string(port);
     if (e.has_password) {
       std::vector<std::string> auth{"AUTH"};
       if (!e.username.empty()) auth.push_back(e.username);
@@ -334,6 +340,7 @@ class RedisConnection {
   }
 
   redisContext* ctx_ = nullptr;
+  std::string address_;
   RedisEndpoint endpoint_;  // for redacting its password from error()
   std::string error_;
   std::string sync_sha_, lease_sha_;

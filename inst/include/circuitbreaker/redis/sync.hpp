@@ -11,10 +11,24 @@
 // scripts publish each breaker whose state they change on the store's
 // events channel, which this thread subscribes to), every breaker once
 // after each (re)subscription (pub/sub drops what is published while the
-// subscription is down), and one breaker a second in turn. A sync with
+// subscription is down; below: when it is kept, when dropped), and one
+// breaker a second in turn. A sync with
 // none of these is a PING, which keeps the link's state (mode, sync_lag)
 // true. So an idle store costs Redis a PING per sync (on a Cluster, one per
 // master) and one EVALSHA of one breaker a second, however many breakers.
+//
+// The subscription is kept while its own connection lives: a failed sync
+// (a timeout when Redis or the machine is slow) does not drop it, because a
+// subscribed connection loses nothing (Redis buffers its messages, and
+// disconnects it if that buffer overflows). It is dropped, and every
+// breaker read again after the next subscription, only when its connection
+// ends or errs (a restarted Redis, a CLIENT KILL, an overflow: read_events())
+// or when it fails the check that follows failed syncs: the first good sync
+// after one or more failed ones sends PING on the subscription and waits at
+// most `timeout` for its pong (behind Sentinel, the subscription must also
+// be on the master that the sync reached). Else one slow moment would make
+// every store of a Redis re-read all its breakers at once, which slows
+// Redis further (a metastable failure).
 //
 // The store is on a single server, a master behind Sentinel or a Redis
 // Cluster (redis/transport.hpp: found on the first connection; on a
@@ -220,6 +234,12 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 
   Stats stats() const { return link_.stats(now(), linked()); }
 
+  // How many times the sync thread subscribed to the events channel (each
+  // time, it asked for a read of every breaker): for tests.
+  std::uint64_t subscriptions() const noexcept {
+    return subscriptions_.load(std::memory_order_relaxed);
+  }
+
   // One breaker's link (on a cluster, its master's), the topology, the
   // masters, the master of `key` (transport.hpp).
   Stats stats_for(const std::string& key) const {
@@ -303,9 +323,16 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     if (!ok) {
       link_.note_failure(conn_.error());
       link_.down();
-      sub_.close();
+      check_subscription_ = true;  // kept: checked when the link is back
     }
     link_.settle(a.permit, ok, now());
+    bool named = false;
+    if (ok && check_subscription_) {
+      check_subscription_ = false;
+      if (sub_.connected() && (!on_sync_server() || !subscription_answers(named))) {
+        sub_.close();
+      }
+    }
     const bool subscribed = ok && !sub_.connected() && subscribe();
     // A call found the caller's connection broken: make it here, where
     // waiting costs no call anything.
@@ -313,7 +340,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       std::lock_guard<std::mutex> g(caller_mutex_);
       if (!caller_.ready(spec_)) link_.note_failure(caller_.error());
     }
-    return ok && (left || subscribed);
+    return ok && (left || subscribed || named);
   }
 
   // Subscribes to the store's events channel, then asks for a read of every
@@ -326,11 +353,55 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       return false;
     }
     for (auto& m : live_members()) m->want();
+    subscriptions_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
+  // Whether the subscription is on the server that the syncs go to: behind
+  // Sentinel, a failover moves them to the new master, whose messages a
+  // subscription on the old one does not see (a demoted master that Sentinel
+  // reconfigures also drops its subscribers). On a Cluster, any node's
+  // subscription sees every message.
+  bool on_sync_server() const {
+    return conn_.cluster() || conn_.server_address() == sub_.address();
+  }
+
+  // The liveness check of a subscription kept through failed syncs: PING on
+  // it (a subscribed RESP2 connection answers {"pong", ""}), and its replies
+  // read until that pong, within `timeout` in all; messages that come first
+  // are events (`named` says whether one named a breaker). False when no
+  // pong came in time (the caller drops the subscription).
+  bool subscription_answers(bool& named) {
+    const Nanos deadline = SteadyClock::now() + spec_.timeout;
+    sub_.set_timeout(spec_.timeout);
+    if (!sub_.append({"PING"}) || !sub_.flush()) return false;
+    while (sub_.connected()) {
+      const Nanos left = deadline - SteadyClock::now();
+      if (left <= 0) return false;
+      sub_.set_timeout(left);
+      RedisConnection::ReplyPtr r = sub_.read();
+      if (!r) return false;
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+          RedisConnection::reply_text(r->element[0]) == "pong") {
+        sub_.set_timeout(spec_.timeout);
+        return true;
+      }
+      named = note_event(r.r) || named;
+    }
+    return false;
+  }
+
+  // A reply on the subscription: a message is {"message", channel, key}; the
+  // key is checked only against the keys of this process's breakers. True
+  // when it named one (for a sync soon).
+  bool note_event(const redisReply* r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+           RedisConnection::reply_text(r->element[0]) == "message" &&
+           choice_.named(RedisConnection::reply_text(r->element[2]));
+  }
+
   // Reads what the subscription has, and notes the breakers named
-  // (events_); true when one was, or the subscription was lost (then every
+  // (choice_); true when one was, or the subscription was lost (then every
   // breaker is read after the next subscription).
   bool read_events() {
     redisContext* c = sub_.context();
@@ -342,13 +413,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     }
     bool any = false;
     while (redisGetReplyFromReader(c, &reply) == REDIS_OK && reply != nullptr) {
-      // A message is {"message", channel, key}; the key is checked only
-      // against the keys of this process's breakers.
-      const auto* r = static_cast<const redisReply*>(reply);
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-          RedisConnection::reply_text(r->element[0]) == "message") {
-        any = choice_.named(RedisConnection::reply_text(r->element[2])) || any;
-      }
+      any = note_event(static_cast<const redisReply*>(reply)) || any;
       freeReplyObject(reply);
       reply = nullptr;
     }
@@ -411,6 +476,9 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   std::atomic<Nanos> last_nudge_{0};
   std::uint64_t rng_ = entropy_seed();  // the sync thread's
   SyncChoice choice_;  // the sync thread's: which breakers a sync carries
+  // The sync thread's: a sync failed since the subscription's last check.
+  bool check_subscription_ = false;
+  std::atomic<std::uint64_t> subscriptions_{0};
   int wake_[2] = {-1, -1};
 
   std::mutex members_mutex_;

@@ -69,6 +69,12 @@ class FleetTransport {
     return fleet_health_lease(single_, spec, key, token, lease_ms, deadline);
   }
 
+  // The server the last sync went to (host:port; behind Sentinel, the
+  // master found then); "" on a cluster (a connection per node).
+  std::string server_address() const {
+    return cluster() ? std::string() : single_.address();
+  }
+
   // Connects `conn` for the subscription: to the server, or to any node of
   // the cluster that answers (classic pub/sub reaches every node).
   bool connect_subscriber(const FleetSpec& spec, RedisConnection& conn) {
