@@ -22,7 +22,7 @@
 #                                              (default 2)
 #   --limits L         BULKHEAD_LIMITS         the runs, comma-separated: "none" (no
 #                                              bulkhead), a number (max_concurrent = n) or
-#                                              "share:p" (max_concurrent = share(p))
+#                                              "share:p" (a bulkhead of share p)
 #                                              (default none,1,share:0.5)
 #   --quiet            BULKHEAD_QUIET=true     print nothing but the table
 #   --help                                     this text
@@ -82,8 +82,12 @@ for (name in setdiff(names(spec), c("limits", "quiet", "help"))) {
 limits <- trimws(strsplit(if (is.null(values$limits)) defaults$limits else values$limits, ",", fixed = TRUE)[[1]])
 for (limit in limits) {
   ok <- identical(limit, "none") || grepl("^[1-9][0-9]{0,2}$", limit) ||
-    (grepl("^share:", limit) && isTRUE(suppressWarnings(as.numeric(sub("^share:", "", limit))) %in% seq(0.01, 1, by = 0.01)))
-  if (!ok) bad_option("--limits: each must be none, a whole number from 1 to 999 or share:p (0 < p <= 1, two decimals), not \"", limit, "\"")
+    (grepl("^share:", limit) &&
+       isTRUE(suppressWarnings(as.numeric(sub("^share:", "", limit))) %in% seq(0.01, 1, by = 0.01)))
+  if (!ok) {
+    bad_option("--limits: each must be none, a whole number from 1 to 999 or share:p (0 < p <= 1, two decimals), ",
+               "not \"", limit, "\"")
+  }
 }
 quiet <- as_flag(values$quiet, "quiet")
 say <- if (quiet) function(...) invisible(NULL) else function(...) cat(..., sep = "")
@@ -99,7 +103,9 @@ new_store_dir <- function() {
 }
 
 start_workers <- function(n, env, procs) {
-  start <- function(i) start_plumber(file.path(home, "worker.R"), env, procs, log_prefix = sprintf("bulkhead-worker-%d-", i))
+  start <- function(i) {
+    start_plumber(file.path(home, "worker.R"), env, procs, log_prefix = sprintf("bulkhead-worker-%d-", i))
+  }
   workers <- lapply(seq_len(n), start)
   lapply(seq_len(n), function(i) {
     start_ready(function() start(i), "/ready", 60, server = workers[[i]], fail = function(w) {
@@ -286,14 +292,19 @@ main <- function() {
   say(sprintf("%d workers; trivial %g/s and guarded %g/s for %g s healthy, then %g s hanging; timeout %g s\n",
               opts$workers, opts[["ping-rate"]], opts[["quote-rate"]], opts$healthy, opts$seconds, opts$timeout))
   results <- lapply(limits, function(limit) run_once(limit, downstream, opts))
-  cat("\n| bulkhead | trivial req/s healthy | hanging | share | p99 healthy | p99 hanging | ratio | guarded while hanging (answered/failed/full/open/no answer) | reached the hanging downstream | goal |\n")
+  cat("\n| bulkhead | trivial req/s healthy | hanging | share | p99 healthy | p99 hanging | ratio |",
+      "guarded while hanging (answered/failed/full/open/no answer) | reached the hanging downstream | goal |\n")
   cat("|---|---|---|---|---|---|---|---|---|---|\n")
   for (r in results) {
     share <- r$hanging$rps / r$healthy$rps
     ratio <- r$hanging$p99 / r$healthy$p99
     goal <- if (identical(r$limit, "none")) {
       if (share < 0.6 || ratio >= 2) "collapse shown" else "no collapse"
-    } else if (share >= 0.6 && ratio < 2) "met" else "missed"
+    } else if (share >= 0.6 && ratio < 2) {
+      "met"
+    } else {
+      "missed"
+    }
     q <- r$quotes
     cat(sprintf("| %s | %.1f | %.1f | %.0f %% | %.0f ms | %.0f ms | %.1fx | %d/%d/%d/%d/%d | %d | %s |\n",
                 r$limit, r$healthy$rps, r$hanging$rps, 100 * share, 1000 * r$healthy$p99, 1000 * r$hanging$p99,

@@ -13,7 +13,8 @@
 # failures, the time of the last good sync, the mode, sync_lag) and, while
 # the file <dir>/probe exists, times one PING on a connection of its own
 # (what a round trip waits at Redis then; scale.R creates the file after
-# its CPU window, so that these PINGs do not count as the stores' cost). At the stop file it writes <dir>/samples.rds (with, when scale.R
+# its CPU window, so that these PINGs do not count as the stores' cost).
+# At the stop file it writes <dir>/samples.rds (with, when scale.R
 # preloaded round-trips.c, every round trip of the process) and ends. It also ends,
 # without writing, when its parent (`parent_pid`) is gone or after
 # `lifetime` seconds, whatever happens.

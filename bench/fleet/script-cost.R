@@ -21,8 +21,9 @@ window <- if (length(args) >= 3 && !is.na(args[[3]])) as.integer(args[[3]]) else
 stopifnot(n >= 1, n <= 5000, seconds >= 1, seconds <= 120, window >= 1)
 
 this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
-source(file.path(dirname(this_file), "..", "harness", "redis.R"))   # redis_server_start()
-source(file.path(dirname(this_file), "..", "..", "inst", "redis", "redis-cli.R"))   # redis_cli()
+# redis_server_start(), then redis_cli():
+source(file.path(dirname(this_file), "..", "harness", "redis.R"))
+source(file.path(dirname(this_file), "..", "..", "inst", "redis", "redis-cli.R"))
 suppressPackageStartupMessages(library(circuitbreaker))
 options(circuitbreaker.max_breakers = n + 100)
 
@@ -77,5 +78,5 @@ cat(sprintf("EVALSHA: %d calls, %.0f us each; breakers reported: %d (%.1f per EV
 cat(sprintf("per breaker reported: %.1f us of Redis time, %.1f us in its %.1f commands, %.1f us the rest\n",
             usec[["evalsha"]] / reports, sum(usec[inner]) / reports, sum(calls[inner]) / reports,
             (usec[["evalsha"]] - sum(usec[inner])) / reports))
-cat("commands the script ran, per breaker reported:",
-    paste(sprintf("%s %.2f (%.2f us)", inner, calls[inner] / reports, usec[inner] / calls[inner]), collapse = ", "), "\n")
+each <- sprintf("%s %.2f (%.2f us)", inner, calls[inner] / reports, usec[inner] / calls[inner])
+cat("commands the script ran, per breaker reported:", paste(each, collapse = ", "), "\n")

@@ -182,8 +182,8 @@ TEST_CASE("config_get / config_set round-trip every field", "[config][fields]") 
   Config c;
   double values[cb::kConfigFieldCount];
   // A valid, non-default configuration written field by field in table order.
-  const double wanted[] = {3, 12, 0.5, 1,   120,  7, 2,    0.4, 2,
-                           9, 2,  600, 0.25, 4,  1.5, -0.5, 1.5};
+  const double wanted[] = {3, 12, 0.5, 1,    120, 7,   2,    0.4, 2,
+                           9, 2,  600, 0.25, 4,   1.5, -0.5, 1.5};
   static_assert(sizeof(wanted) / sizeof(wanted[0]) == cb::kConfigFieldCount);
   for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
     cb::config_set(c, cb::kConfigFields[i], wanted[i]);

@@ -147,7 +147,8 @@ TEST_CASE("a fingerprint keeps its wire format; -0 is written 0", "[config-ident
   c.window_type = cb::WindowType::Time;
   c.jitter = 0.25;
   c.half_open_max_wait = -0.0;
-  CHECK(cb::config_fingerprint(c) == "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0,5,nan,0");
+  CHECK(cb::config_fingerprint(c) ==
+        "5,30,nan,1,50,nan,nan,nan,1,0,1,nan,0.25,0,5,nan,0");
   c.recovery_timeout = 0.1;  // exact: %.17g
   const std::string fp = cb::config_fingerprint(c);
   CHECK(fp.find("0.10000000000000001") != std::string::npos);

@@ -1254,8 +1254,8 @@ TEST_CASE("HostBreaker::open reports what is wrong and leaves nothing open", "[h
     hb.close();
 
     // Another value for each argument (table order), all valid.
-    const double other[] = {4, 31, 0.6, 1,   21,  11, 1.5, 0.6, 3,
-                            6, 3,  400, 0.2, 2,  7,   3,   0.5};
+    const double other[] = {4, 31, 0.6, 1,   21, 11, 1.5, 0.6, 3,
+                            6, 3,  400, 0.2, 2,  7,  3,   0.5};
     static_assert(sizeof other / sizeof other[0] == cb::kConfigFieldCount);
     for (std::size_t i = 0; i < cb::kConfigFieldCount; ++i) {
       cb::Config changed = base;

@@ -117,7 +117,8 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
          s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid() &&
          health_due_valid(s.health_due_at) && time_valid(s.health_last_at) &&
-         static_cast<int>(s.health_last_result) < kHealthResultCount && s.bulkhead.valid();
+         static_cast<int>(s.health_last_result) < kHealthResultCount &&
+         s.bulkhead.valid();
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;

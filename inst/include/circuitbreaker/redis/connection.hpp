@@ -33,6 +33,29 @@ namespace circuitbreaker {
 
 // One hiredis connection: connect within the timeout, then AUTH and SELECT
 // and every command, each round trip bounded by the timeout.
+// A command's arguments as hiredis takes them (pointers and lengths: binary
+// safe), viewing `args`, which must outlive it.
+class RedisArgv {
+ public:
+  explicit RedisArgv(const std::vector<std::string>& args) {
+    values_.reserve(args.size());
+    lengths_.reserve(args.size());
+    for (const std::string& a : args) {
+      values_.push_back(a.data());
+      lengths_.push_back(a.size());
+    }
+  }
+  int count() const noexcept { return static_cast<int>(values_.size()); }
+  const char** values() const noexcept {
+    return const_cast<const char**>(values_.data());
+  }
+  const size_t* lengths() const noexcept { return lengths_.data(); }
+
+ private:
+  std::vector<const char*> values_;
+  std::vector<size_t> lengths_;
+};
+
 class RedisConnection {
  public:
   RedisConnection() = default;
@@ -142,16 +165,9 @@ class RedisConnection {
   // failed flush() or read() closes the connection, as command() does.
   bool append(const std::vector<std::string>& args) {
     if (!ctx_) return false;
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(),
-                               lens.data()) != REDIS_OK) {
+    const RedisArgv argv(args);
+    if (redisAppendCommandArgv(ctx_, argv.count(), argv.values(), argv.lengths()) !=
+        REDIS_OK) {
       error_ = ctx_->errstr[0] ? ctx_->errstr : "cannot queue a command";
       close();
       return false;
@@ -202,16 +218,9 @@ class RedisConnection {
   // failed: hiredis contexts are unusable after an I/O error or timeout.
   ReplyPtr command(const std::vector<std::string>& args) {
     if (!ctx_) return ReplyPtr{};
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
+    const RedisArgv argv(args);
     auto* r = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()));
+        redisCommandArgv(ctx_, argv.count(), argv.values(), argv.lengths()));
     if (r == nullptr) {
       error_ = ctx_->errstr[0] ? ctx_->errstr : "no reply";
       close();
