@@ -163,10 +163,12 @@ inline std::vector<std::string> fleet_health_lease_command(const std::string& ke
   return {"SET", key, token, "NX", "PX", std::to_string(lease_ms)};
 }
 
-// What the SET answered: true (set: this caller holds the lease), false
-// (nil: another holds it), nullopt (no answer, or anything else).
+// What the SET answered: true (+OK: this caller holds the lease), false
+// (nil: another holds it), nullopt (no answer, or anything else, another
+// status included: a reply is input, not a promise).
 inline std::optional<bool> fleet_health_lease_reply(const RedisConnection::ReplyPtr& r) {
-  if (r && r->type == REDIS_REPLY_STATUS) return true;
+  if (r && r->type == REDIS_REPLY_STATUS && RedisConnection::reply_text(r.r) == "OK")
+    return true;
   if (r && r->type == REDIS_REPLY_NIL) return false;
   return std::nullopt;
 }
