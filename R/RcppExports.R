@@ -193,6 +193,10 @@ cb_fleet_breaker_keys <- function(prefix, name) {
     .Call(`_circuitbreaker_cb_fleet_breaker_keys`, prefix, name)
 }
 
+cb_fleet_bulkhead_path <- function(spec) {
+    .Call(`_circuitbreaker_cb_fleet_bulkhead_path`, spec)
+}
+
 cb_fleet_unlink <- function(spec) {
     .Call(`_circuitbreaker_cb_fleet_unlink`, spec)
 }

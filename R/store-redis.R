@@ -706,13 +706,18 @@ store_rejoined_message <- function(store) {
   )
 }
 
-# breaker_store_unlink() for a fleet store: one DEL of every key of the
-# breaker (the core lists them: fleet_breaker_keys()), on a connection of
-# its own. TRUE when there was something to remove.
+# breaker_store_unlink() for a fleet store: this host's file of the
+# breaker's bulkhead permits (the core names it: fleet_bulkhead_file_name()),
+# removed as the host store removes its files, first, since Redis may not
+# answer; then one DEL of every key of the breaker (the core lists them:
+# fleet_breaker_keys()), on a connection of its own. TRUE when there was
+# something to remove.
 redis_store_unlink <- function(name, store, call) {
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
   spec <- store_location(store, name, call = call)
-  cb_fleet_unlink(spec) > 0
+  segment <- cb_fleet_bulkhead_path(spec)
+  removed <- file.exists(segment) && unlink(segment) == 0L && !file.exists(segment)
+  (cb_fleet_unlink(spec) > 0) || removed
 }
 
 # Raised by the binding when a fleet breaker's keys could not be removed.

@@ -493,6 +493,16 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_fleet_bulkhead_path
+std::string cb_fleet_bulkhead_path(SEXP spec);
+RcppExport SEXP _circuitbreaker_cb_fleet_bulkhead_path(SEXP specSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type spec(specSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_bulkhead_path(spec));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_fleet_unlink
 double cb_fleet_unlink(SEXP spec);
 RcppExport SEXP _circuitbreaker_cb_fleet_unlink(SEXP specSEXP) {
@@ -588,6 +598,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
     {"_circuitbreaker_cb_fleet_store_info", (DL_FUNC) &_circuitbreaker_cb_fleet_store_info, 1},
     {"_circuitbreaker_cb_fleet_breaker_keys", (DL_FUNC) &_circuitbreaker_cb_fleet_breaker_keys, 2},
+    {"_circuitbreaker_cb_fleet_bulkhead_path", (DL_FUNC) &_circuitbreaker_cb_fleet_bulkhead_path, 1},
     {"_circuitbreaker_cb_fleet_unlink", (DL_FUNC) &_circuitbreaker_cb_fleet_unlink, 1},
     {"_circuitbreaker_cb_fleet_shutdown", (DL_FUNC) &_circuitbreaker_cb_fleet_shutdown, 1},
     {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 2},

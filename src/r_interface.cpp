@@ -121,8 +121,9 @@ void abort_store_fault(const std::string& location, circuitbreaker::StoreFault f
   call_abort(PROTECT(Rf_lang2(Rf_install("abort_host_broken"), p)));
 }
 
-void abort_host_broken(SEXP ptr) {
-  abort_by("abort_host_broken", VECTOR_ELT(R_ExternalPtrProtected(ptr), 2));
+void abort_host_broken(const std::string& location) {
+  SEXP p = PROTECT(Rf_mkString(location.c_str()));
+  abort_by("abort_host_broken", p);
 }
 
 namespace {
@@ -170,6 +171,29 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
       std::make_unique<circuitbreaker::HostHandle>(std::move(host), path), nullptr);
 }
 
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+// The host segment of fleet breaker `name`'s bulkhead (redis/fleet_bulkhead.hpp),
+// in this user's default host store directory (made if missing, checked as
+// the host store checks it), opened as a host breaker's segment is; what
+// fails raises the host store's errors, naming the segment.
+std::unique_ptr<circuitbreaker::FleetBulkhead> open_fleet_bulkhead(
+    const circuitbreaker::Config& c, const circuitbreaker::FleetSpec& fs,
+    const std::string& name) {
+  const std::string dir = circuitbreaker::default_store_directory();
+  const std::string path = dir + "/" + circuitbreaker::fleet_bulkhead_file_name(fs, name);
+  circuitbreaker::HostBreaker::OpenResult r;
+  const int err = circuitbreaker::ensure_private_directory(dir, &r.untrusted);
+  if (err != 0) {
+    if (err != circuitbreaker::kStoreUntrusted) r.error = err;
+    abort_host_store(path, r);
+  }
+  auto bulkhead = std::make_unique<circuitbreaker::FleetBulkhead>();
+  r = bulkhead->open(path, c, circuitbreaker::SteadyClock::now());
+  if (!r.ok()) abort_host_store(path, r);
+  return bulkhead;
+}
+#endif
+
 // The Redis store: spec is list(url, prefix, sync_interval, timeout, name,
 // clock_offset), checked by R's breaker_store_redis().
 std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
@@ -208,9 +232,16 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
     call_abort(PROTECT(
         Rf_lang5(Rf_install("abort_fleet_wrong_config"), who, arg, mine, theirs)));
   }
+  // A bulkhead's permits are the host's, where the host can share them.
+  std::unique_ptr<circuitbreaker::FleetBulkhead> bulkhead;
+  if (circuitbreaker::has_bulkhead(circuitbreaker::make_settings(c)) &&
+      circuitbreaker::RobustMutex::supported()) {
+    bulkhead = open_fleet_bulkhead(c, fs, member->name());
+  }
   // On the sync's clock: the system's, skewed in tests.
   return std::make_unique<BreakerHandle>(
-      std::make_unique<circuitbreaker::FleetHandle>(std::move(member), std::move(sync)),
+      std::make_unique<circuitbreaker::FleetHandle>(std::move(member), std::move(sync),
+                                                    std::move(bulkhead)),
       nullptr, fs.clock_offset);
 #else
   (void)c;
@@ -311,7 +342,7 @@ BreakerHandle& breaker_from(SEXP ptr) {
     BreakerHandle& h = *static_cast<BreakerHandle*>(addr);
     // A store found broken (a host segment someone overwrote, or whose
     // lock was found unrecoverable) is not used again.
-    if (!h.breaker->usable()) abort_host_broken(ptr);
+    if (!h.breaker->usable()) abort_host_broken(h.breaker->fault_location());
     return h;
   }
 

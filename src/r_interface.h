@@ -47,7 +47,7 @@ struct BreakerHandle {
   // shared store's scratch copy never reaches R.
   void check() const {
     const circuitbreaker::StoreFault f = breaker->take_fault();
-    if (f) abort_store_fault(breaker->location(), f);
+    if (f) abort_store_fault(breaker->fault_location(), f);
   }
   // `result`, once check() found nothing wrong.
   template <typename T>
@@ -121,8 +121,9 @@ SEXP make_clock_pointer(Nanos start);
 [[noreturn]] void abort_fleet_unreachable(const std::string& name,
                                           const std::string& reason);
 
-// Raises the R error for a host segment found broken while in use.
-[[noreturn]] void abort_host_broken(SEXP ptr);
+// Raises the R error for a host segment found broken while in use
+// (`location`: its file).
+[[noreturn]] void abort_host_broken(const std::string& location);
 
 }  // namespace cbr
 

@@ -241,6 +241,22 @@ std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string n
 #endif
 }
 
+// The file that holds fleet breaker `spec`'s bulkhead permits on this host
+// (a list from R's redis_store_location(); redis/fleet_bulkhead.hpp), in
+// this user's default host store directory, whether or not it exists.
+// [[Rcpp::export(rng = false)]]
+std::string cb_fleet_bulkhead_path(SEXP spec) {
+#ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
+  Rcpp::List l(spec);
+  return circuitbreaker::default_store_directory() + "/" +
+         circuitbreaker::fleet_bulkhead_file_name(fs, Rcpp::as<std::string>(l["name"]));
+#else
+  (void)spec;
+  cbr::abort_by("abort_redis_unavailable", R_NilValue);
+#endif
+}
+
 // Deletes every key of the fleet breaker `spec` names (a list from R's
 // redis_store_location()), on a connection of its own, each round trip
 // bounded by the store's timeout. Returns how many keys existed; when Redis

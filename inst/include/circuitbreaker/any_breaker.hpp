@@ -56,6 +56,10 @@ class AnyBreaker {
   // Where the store keeps the breaker, for messages (the segment file, the
   // Redis key); empty in this process.
   virtual const std::string& location() const noexcept { return no_location(); }
+  // Where the store keeps what a fault (take_fault(), usable()) is about,
+  // for its message: location(), unless the store says otherwise (a fleet
+  // breaker's bulkhead segment).
+  virtual const std::string& fault_location() const noexcept { return location(); }
 
   virtual const Settings& settings() const noexcept = 0;
   virtual Admission acquire(Nanos now, Nanos probe_lease) = 0;

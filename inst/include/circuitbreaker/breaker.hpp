@@ -109,24 +109,50 @@ class BasicBreaker {
   template <typename Gone = NobodyGone>
   Admission acquire(Nanos now, Nanos probe_lease = kNever, std::uint32_t owner = 0,
                     Gone gone = Gone{}) noexcept {
-    const Critical section(*this, now, kExpireProbes);
-    std::optional<Admission> a = admit_without_writing(view(), now);
-    if (a && !a->permitted) {
-      tally_rejection(st(), now);
-      return *a;
-    }
-    if (!has_bulkhead(settings_)) return a ? *a : decide(now, probe_lease, owner, gone);
-    if (!bulkhead_has_room(owner, gone)) {
-      st().bulkhead.count_rejection();
-      return call_refused(Rejection::Full, std::as_const(store_).state().state, 0);
-    }
-    Admission r = a ? *a : decide(now, probe_lease, owner, gone);
-    if (r.permitted) {
-      BulkheadPermits& b = st().bulkhead;
-      r.permit.bulk_slot = static_cast<std::uint8_t>(b.take(owner));
-      r.permit.bulk_lease = b.last_lease();
-    }
-    return r;
+    OwnPermits<Gone> permits{*this, owner, gone};
+    return admit(now, probe_lease, owner, gone, permits);
+  }
+
+  // acquire() for a breaker whose bulkhead's permits are kept outside its
+  // block, by `permits` (a fleet breaker's permits, shared by the processes
+  // of a host in a host segment: redis/fleet_bulkhead.hpp). The same
+  // decision in the same order: the breaker first, then the bulkhead before
+  // anything moves, and a full bulkhead moves nothing here. `permits` has
+  //   bool limited()        whether there is a bulkhead at all;
+  //   bool room()           takes a permit for this call, or returns false
+  //                         (every permit held: it counts the rejection);
+  //   void take(Permit& p)  hands the permit room() took to the admitted call;
+  //   void unused()         gives it back: the breaker refused the call.
+  // They run under this breaker's lock; they may take a lock of their own
+  // (never this one), with a bounded wait. Owners and probes are untracked.
+  template <typename Permits>
+  Admission acquire_with(Nanos now, Nanos probe_lease, Permits& permits) noexcept {
+    NobodyGone gone;
+    return admit(now, probe_lease, 0, gone, permits);
+  }
+
+  // The bulkhead alone, for permits that another breaker's calls hold
+  // (acquire_with()'s `permits`: this breaker's block is then their home
+  // and its state machine is not used): takes a permit for `owner` into
+  // `p` (bulk_slot, bulk_lease) by the rules of acquire(), dead owners'
+  // permits freed first when every one is held, or counts a full rejection
+  // and returns false. True, and no permit, without a bulkhead.
+  template <typename Gone = NobodyGone>
+  bool take_bulkhead_permit(Nanos now, Permit& p, std::uint32_t owner = 0,
+                            Gone gone = Gone{}) noexcept {
+    const Critical section(*this, now, kKeepProbes);
+    OwnPermits<Gone> permits{*this, owner, gone};
+    if (!permits.limited()) return true;
+    if (!permits.room()) return false;
+    permits.take(p);
+    return true;
+  }
+
+  // Gives back the permit take_bulkhead_permit() put in `p`, if its lease
+  // still matches (once, as record() and release() free theirs).
+  void return_bulkhead_permit(const Permit& p, Nanos now) noexcept {
+    const Critical section(*this, now, kKeepProbes);
+    free_bulkhead_permit(p);
   }
 
   // Forgets `owner` as a process using the bulkhead (it closes the breaker);
@@ -137,6 +163,51 @@ class BasicBreaker {
   }
 
  private:
+  // acquire()'s permits: this block's own bulkhead. room() asks before the
+  // breaker decides and take() takes after it admitted, so a call the
+  // breaker refuses takes nothing.
+  template <typename Gone>
+  struct OwnPermits {
+    BasicBreaker& b;
+    std::uint32_t owner;
+    Gone& gone;
+    bool limited() const noexcept { return has_bulkhead(b.settings_); }
+    bool room() noexcept {
+      if (b.bulkhead_has_room(owner, gone)) return true;
+      b.st().bulkhead.count_rejection();
+      return false;
+    }
+    void take(Permit& p) noexcept {
+      BulkheadPermits& permits = b.st().bulkhead;
+      p.bulk_slot = static_cast<std::uint8_t>(permits.take(owner));
+      p.bulk_lease = permits.last_lease();
+    }
+    void unused() noexcept {}
+  };
+
+  // The one admission rule, whichever permits the bulkhead has.
+  template <typename Gone, typename Permits>
+  Admission admit(Nanos now, Nanos probe_lease, std::uint32_t owner, Gone& gone,
+                  Permits& permits) noexcept {
+    const Critical section(*this, now, kExpireProbes);
+    std::optional<Admission> a = admit_without_writing(view(), now);
+    if (a && !a->permitted) {
+      tally_rejection(st(), now);
+      return *a;
+    }
+    if (!permits.limited()) return a ? *a : decide(now, probe_lease, owner, gone);
+    if (!permits.room()) {
+      return call_refused(Rejection::Full, std::as_const(store_).state().state, 0);
+    }
+    Admission r = a ? *a : decide(now, probe_lease, owner, gone);
+    if (r.permitted) {
+      permits.take(r.permit);
+    } else {
+      permits.unused();
+    }
+    return r;
+  }
+
   // Admission under the lock in the cases admit_without_writing() leaves
   // open: HALF_OPEN, the end of an open period, ramp-up.
   template <typename Gone>

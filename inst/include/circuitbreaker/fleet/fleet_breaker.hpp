@@ -76,10 +76,12 @@ class FleetBreaker : public Breaker {
   }
 
   // A probe the fleet would not let go out (every fleet-wide probe lease is
-  // taken): its slot is freed and the call counts as rejected, half-open
-  // full, with `retry_after` as the wait.
+  // taken): its slot and its bulkhead permit (when this block holds it) are
+  // freed and the call counts as rejected, half-open full, with
+  // `retry_after` as the wait.
   Admission decline_probe(const Permit& p, Nanos retry_after, Nanos now) noexcept {
     const Critical section(*this, now, kKeepProbes);
+    free_bulkhead_permit(p);
     if (p.generation == st().generation) free_probe_slot(p);
     return reject(Rejection::HalfOpenFull, retry_after, now);
   }

@@ -218,6 +218,18 @@ class HostBreaker {
     return breaker_->acquire(now, probe_lease, current_process_id(), process_gone);
   }
 
+  // The bulkhead alone (BasicBreaker::take_bulkhead_permit()), for calls
+  // that another breaker decides (a fleet breaker's, redis/fleet_bulkhead.hpp):
+  // a permit owned by this process, as acquire() takes one, and freed the
+  // same way when its owner dies.
+  bool take_bulkhead_permit(Nanos now, Permit& p) noexcept {
+    if (!tracks_owners_) return breaker_->take_bulkhead_permit(now, p, 0);
+    return breaker_->take_bulkhead_permit(now, p, current_process_id(), process_gone);
+  }
+  void return_bulkhead_permit(const Permit& p, Nanos now) noexcept {
+    breaker_->return_bulkhead_permit(p, now);
+  }
+
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for = -1) noexcept {
     return breaker_->record(p, o, now, open_for);
   }

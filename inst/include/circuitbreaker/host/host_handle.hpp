@@ -9,6 +9,7 @@
 #ifndef CIRCUITBREAKER_HOST_HOST_HANDLE_HPP
 #define CIRCUITBREAKER_HOST_HOST_HANDLE_HPP
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,21 @@
 #include "host_breaker.hpp"
 
 namespace circuitbreaker {
+
+// A segment's fault as a store reports it (any_breaker.hpp): Busy after a
+// wait of `waited` for its lock, or Corrupt.
+inline StoreFault store_fault_of(SegmentFault f, std::chrono::nanoseconds waited) noexcept {
+  StoreFault out;
+  switch (f) {
+    case SegmentFault::None: break;
+    case SegmentFault::Busy:
+      out.kind = StoreFaultKind::Busy;
+      out.waited = static_cast<Nanos>(waited.count());
+      break;
+    case SegmentFault::Corrupt: out.kind = StoreFaultKind::Corrupt; break;
+  }
+  return out;
+}
 
 class HostHandle final : public AnyBreaker {
  public:
@@ -60,16 +76,7 @@ class HostHandle final : public AnyBreaker {
 
   bool store_usable() const noexcept override { return host_->healthy(); }
   StoreFault store_fault() noexcept override {
-    StoreFault f;
-    switch (host_->take_fault()) {
-      case SegmentFault::None: break;
-      case SegmentFault::Busy:
-        f.kind = StoreFaultKind::Busy;
-        f.waited = static_cast<Nanos>(host_->lock_wait().count());
-        break;
-      case SegmentFault::Corrupt: f.kind = StoreFaultKind::Corrupt; break;
-    }
-    return f;
+    return store_fault_of(host_->take_fault(), host_->lock_wait());
   }
 
  private:

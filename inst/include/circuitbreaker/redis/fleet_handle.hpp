@@ -11,7 +11,12 @@
 //     a settled probe wakes it when its outcome is due to the fleet;
 //   - reset, force_open and disable are the fleet's (FleetMember::command());
 //   - the member's last counts are flushed when the handle goes (a
-//     finalizer, or the process exiting), within the store's timeout.
+//     finalizer, or the process exiting), within the store's timeout;
+//   - with a bulkhead, where the host can share memory, its permits are
+//     the host's (redis/fleet_bulkhead.hpp: a host segment every process
+//     of the host using the breaker maps), taken and freed there with no
+//     round trip; the segment's faults are this handle's. Without such a
+//     segment the local copy holds them, per process.
 //
 // Like redis/sync.hpp, empty without hiredis (CIRCUITBREAKER_HAVE_HIREDIS).
 #ifndef CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
@@ -28,6 +33,8 @@
 
 #include "../any_breaker.hpp"
 #include "../fleet/member.hpp"
+#include "../host/host_handle.hpp"
+#include "fleet_bulkhead.hpp"
 #include "keys.hpp"
 #include "sync.hpp"
 
@@ -35,9 +42,14 @@ namespace circuitbreaker {
 
 class FleetHandle final : public AnyBreaker {
  public:
-  // `member` joined `sync` (FleetSync::join()).
-  FleetHandle(std::shared_ptr<FleetMember> member, std::shared_ptr<FleetSync> sync)
-      : member_(std::move(member)), sync_(std::move(sync)) {}
+  // `member` joined `sync` (FleetSync::join()); `bulkhead`, when given, is
+  // open and holds the bulkhead's permits for the host.
+  FleetHandle(std::shared_ptr<FleetMember> member, std::shared_ptr<FleetSync> sync,
+              std::unique_ptr<FleetBulkhead> bulkhead = nullptr)
+      : AnyBreaker(bulkhead != nullptr),
+        member_(std::move(member)),
+        sync_(std::move(sync)),
+        bulkhead_(std::move(bulkhead)) {}
   ~FleetHandle() override { sync_->flush(member_); }
 
   FleetMember& member() noexcept { return *member_; }
@@ -45,51 +57,37 @@ class FleetHandle final : public AnyBreaker {
 
   const char* store_kind() const noexcept override { return "redis"; }
   const std::string& location() const noexcept override { return member_->key(); }
+  const std::string& fault_location() const noexcept override {
+    return bulkhead_ ? bulkhead_->path() : location();
+  }
+  // The host segment of the bulkhead's permits; nullptr when the local copy
+  // holds them.
+  const FleetBulkhead* bulkhead() const noexcept { return bulkhead_.get(); }
   const Settings& settings() const noexcept override {
     return member_->breaker().settings();
   }
 
   Admission acquire(Nanos now, Nanos probe_lease) override {
-    Admission a = local().acquire(now, probe_lease);
+    Admission a;
+    if (bulkhead_) {
+      FleetBulkhead::Call permits(*bulkhead_, now);
+      a = local().acquire_with(now, probe_lease, permits);
+    } else {
+      a = local().acquire(now, probe_lease);
+    }
     if (!a.permitted || a.permit.kind != PermitKind::Probe) return a;
-    FleetSync& sync = *sync_;
-    FleetMember& member = *member_;
-    return member_->confirm_probe(
-        a, now, sync.spec().sync_interval,
-        [&sync, &member](const std::string& token, std::int64_t lease_ms) {
-          std::optional<std::vector<std::string>> r = sync.lease(
-              fleet_lease_keys(member.key(),
-                               member.breaker().settings().half_open_max_calls),
-              token, lease_ms);
-          // No fleet state (Redis restarted empty): the next sync rebuilds
-          // it from this breaker's report, though it has no news.
-          if (r && !r->empty() && (*r)[0] == "absent") {
-            member.want();
-            sync.wake();
-          }
-          return r;
-        });
+    const Admission r = confirm_probe(a, now);
+    // A probe the fleet declined gives its host permit back (the local copy
+    // frees one it holds itself).
+    if (!r.permitted && bulkhead_) bulkhead_->give_back(a.permit, now);
+    return r;
   }
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
-    const std::uint64_t before = local().generation();
-    const auto record_locally = [&]() { return local().record(p, o, now, open_for); };
-    bool recorded = false, to_send = false;
-    if (p.kind == PermitKind::Probe) {
-      // A probe's outcome reaches the local copy and the fleet's queue in
-      // one step (FleetMember::settle_probe() says why).
-      recorded = member_->settle_probe(p, o == Outcome::Ignored, now,
-                                       o == Outcome::Failure, record_locally, &to_send);
-    } else {
-      recorded = record_locally();
-    }
-    if (local().generation() != before || to_send) {
-      sync_->wake();
-    } else if (o == Outcome::Failure) {
-      sync_->nudge();
-    }
-    return recorded;
+    if (bulkhead_) bulkhead_->give_back(p, now);
+    return record_outcome(p, o, now, open_for);
   }
   void release(const Permit& p, Nanos now) override {
+    if (bulkhead_) bulkhead_->give_back(p, now);
     local().release(p, now);
     settled(p, true, now, false);
   }
@@ -108,7 +106,13 @@ class FleetHandle final : public AnyBreaker {
   }
   // The configuration is the fleet's identity (fleet/protocol.hpp).
   bool reconfigure(const Settings&, Nanos) override { return false; }
-  Snapshot snapshot(Nanos now) const override { return member_->breaker().snapshot(now); }
+  // The bulkhead's counts are the host's when the host holds its permits.
+  Snapshot snapshot(Nanos now) const override {
+    Snapshot s = member_->breaker().snapshot(now);
+    if (bulkhead_) bulkhead_->show(s, now);
+    return s;
+  }
+
   std::size_t transitions_since(std::uint64_t after, Transition* out,
                                 std::size_t max) const override {
     return member_->breaker().transitions_since(after, out, max);
@@ -145,8 +149,57 @@ class FleetHandle final : public AnyBreaker {
     return r;
   }
 
+  // Asked only with a bulkhead segment (AnyBreaker(true)): its faults.
+  bool store_usable() const noexcept override { return bulkhead_->healthy(); }
+  StoreFault store_fault() noexcept override {
+    return store_fault_of(bulkhead_->take_fault(), bulkhead_->host().lock_wait());
+  }
+
  private:
   FleetBreaker& local() noexcept { return member_->breaker(); }
+
+  // The outcome on the local copy, and what the fleet is told of it.
+  bool record_outcome(const Permit& p, Outcome o, Nanos now, Nanos open_for) {
+    const std::uint64_t before = local().generation();
+    const auto record_locally = [&]() { return local().record(p, o, now, open_for); };
+    bool recorded = false, to_send = false;
+    if (p.kind == PermitKind::Probe) {
+      // A probe's outcome reaches the local copy and the fleet's queue in
+      // one step (FleetMember::settle_probe() says why).
+      recorded = member_->settle_probe(p, o == Outcome::Ignored, now,
+                                       o == Outcome::Failure, record_locally, &to_send);
+    } else {
+      recorded = record_locally();
+    }
+    if (local().generation() != before || to_send) {
+      sync_->wake();
+    } else if (o == Outcome::Failure) {
+      sync_->nudge();
+    }
+    return recorded;
+  }
+
+  // A probe the local copy admitted goes out only with a fleet-wide lease
+  // (FleetMember::confirm_probe()).
+  Admission confirm_probe(const Admission& a, Nanos now) {
+    FleetSync& sync = *sync_;
+    FleetMember& member = *member_;
+    return member_->confirm_probe(
+        a, now, sync.spec().sync_interval,
+        [&sync, &member](const std::string& token, std::int64_t lease_ms) {
+          std::optional<std::vector<std::string>> r = sync.lease(
+              fleet_lease_keys(member.key(),
+                               member.breaker().settings().half_open_max_calls),
+              token, lease_ms);
+          // No fleet state (Redis restarted empty): the next sync rebuilds
+          // it from this breaker's report, though it has no news.
+          if (r && !r->empty() && (*r)[0] == "absent") {
+            member.want();
+            sync.wake();
+          }
+          return r;
+        });
+  }
 
   // A probe's outcome (or release) goes to the fleet at once.
   void settled(const Permit& p, bool released, Nanos now, bool failed) {
@@ -161,6 +214,7 @@ class FleetHandle final : public AnyBreaker {
 
   std::shared_ptr<FleetMember> member_;
   std::shared_ptr<FleetSync> sync_;
+  std::unique_ptr<FleetBulkhead> bulkhead_;
 };
 
 }  // namespace circuitbreaker
