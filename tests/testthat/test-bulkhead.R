@@ -1,7 +1,8 @@
 # The bulkhead (max_concurrent, max_wait): permits per process for the
-# process store, host-wide for the host store, leases that come back when a
-# call ends however it ends (or its process dies), and a full bulkhead that
-# is not a failure of the dependency.
+# process store, host-wide for the host store (the fleet store's, also
+# host-wide: test-bulkhead-fleet.R), leases that come back when a call ends
+# however it ends (or its process dies), and a full bulkhead that is not a
+# failure of the dependency.
 
 # --- the process store ------------------------------------------------------
 
@@ -180,32 +181,6 @@ test_that("a cancelled mirai gives its permit back", {
 
 # --- the host store: real processes -----------------------------------------
 
-# A child's body: `calls` calls through the shared breaker, each of which
-# marks itself in `dir` (a file that exists only while the call holds its
-# permit), counts the marks it sees and sleeps a little. Returns the largest
-# count seen and how many calls were admitted and rejected as full.
-racing_body <- function(cb, extra) {
-  deadline <- Sys.time() + 20
-  while (!file.exists(extra$start) && Sys.time() < deadline) Sys.sleep(0.01)
-  seen <- 0L
-  admitted <- 0L
-  full <- 0L
-  for (i in seq_len(extra$calls)) {
-    cb$execute(function() {
-      mark <- file.path(extra$dir, paste0(Sys.getpid(), "-", i))
-      file.create(mark)
-      on.exit(unlink(mark))
-      seen <<- max(seen, length(list.files(extra$dir)))
-      admitted <<- admitted + 1L
-      Sys.sleep(0.03)
-    }, function(e) {
-      if (inherits(e, "circuit_breaker_full")) full <<- full + 1L
-      Sys.sleep(0.005)
-    })
-  }
-  list(seen = seen, admitted = admitted, full = full)
-}
-
 test_that("racing processes never hold more permits than the host-wide limit", {
   skip_on_cran()
   store <- local_host_store()
@@ -231,16 +206,6 @@ test_that("racing processes never hold more permits than the host-wide limit", {
   expect_identical(m$state, "CLOSED")
   expect_identical(m$failures, 0)
 })
-
-# A child that takes the only permit, says so in `extra$holding`, and holds
-# it until it is killed (or `extra$hold` seconds pass).
-holding_body <- function(cb, extra) {
-  cb$execute(function() {
-    file.create(extra$holding)
-    Sys.sleep(extra$hold)
-  })
-  "released"
-}
 
 test_that("a SIGKILLed holder's permit comes back at the next admission", {
   skip_on_cran()
@@ -366,19 +331,4 @@ test_that("the dashboard's card shows a bulkhead's permits, and only where there
   card <- function(b) as.character(circuitbreaker:::card_info(circuitbreaker:::breaker_snapshot(b, "b")))
   expect_match(cb$execute(function() card(cb)), "1 of 2 (0 full)", fixed = TRUE)
   expect_no_match(card(circuit_breaker()), "in flight", fixed = TRUE)
-})
-
-test_that("the fleet store counts permits per process", {
-  skip_on_cran()
-  server <- local_redis_server()
-  store <- breaker_store_redis(server$url)
-  cb <- circuit_breaker(name = "bulkhead-fleet", store = store, max_concurrent = share(0.5))
-  withr::defer(breaker_remove("bulkhead-fleet"))
-  expect_identical(cb$metrics()$max_concurrent, 1)  # share(p) of one process
-  got <- cb$execute(function() cb$execute(function() "not called", function(e) class(e)[[1]]))
-  expect_identical(got, "circuit_breaker_full")
-  m <- cb$metrics()
-  expect_identical(m$in_flight, 0)
-  expect_identical(m$rejected_full, 1)
-  expect_identical(m$state, "CLOSED")
 })
