@@ -151,16 +151,19 @@ control_method <- function(op) {
 #'   at once. Its scope is the store's: per process for the process store,
 #'   host-wide for the host store (every process on the host that uses the
 #'   breaker shares the permits; `share(p)` is a share of those processes),
-#'   and per process for the fleet store (its permits are not shared between
-#'   hosts). A call that finds every permit held is rejected with a
+#'   and per host for the fleet store too (the processes of a host that use
+#'   the same fleet breaker share its permits, without a round trip to Redis
+#'   per call; hosts do not share them; see [breaker_store_redis()]). A call
+#'   that finds every permit held is rejected with a
 #'   `circuit_breaker_full` condition (given to the fallback, like
 #'   `circuit_breaker_open`; both inherit `circuit_breaker_rejected`), which
 #'   is not a failure of the dependency: it changes no state of the breaker
 #'   and counts only in `$metrics()$rejected_full`. An OPEN breaker still
 #'   rejects as open first. A permit is a lease, given back when the call
 #'   returns, fails or is interrupted, when an asynchronous call's promise
-#'   settles or its mirai is cancelled, and, for the host store, when its
-#'   holder process dies (by the next call that finds the bulkhead full).
+#'   settles or its mirai is cancelled, and, for the host and fleet stores,
+#'   when its holder process dies (by the next call that finds the bulkhead
+#'   full).
 #' @param max_wait Seconds a call (`$execute()`) may wait for a bulkhead
 #'   permit before it is rejected; 0 rejects at once. The wait polls with a
 #'   short backoff (5 to 100 ms), never holds a lock, and an interrupt ends

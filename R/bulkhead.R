@@ -9,9 +9,11 @@
 #' the processes that use a breaker make calls through it at once, rounded
 #' up and at least 1 (Shopify semian's `quota`). For a breaker of the host
 #' store, the processes counted are those that have made a call through it
-#' (at most 64) and have neither closed it nor died; for the process store,
-#' and for the fleet store, which keeps its permits per process, it is one
-#' process: `share(p)` is then one permit.
+#' (at most 64) and have neither closed it nor died; for the fleet store,
+#' whose permits are per host, the processes of this host that have made a
+#' call through the same fleet breaker, counted the same way (other hosts
+#' count their own); for the process store it is one process: `share(p)` is
+#' then one permit.
 #'
 #' @param p The share, a number in (0, 1].
 #' @return An object of class `circuit_breaker_share`, for `max_concurrent`.

@@ -214,7 +214,8 @@ NULL
 #'   "Keys" section).
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
 #'   object. `breaker_store_unlink()`: `TRUE` if a file (for a Redis store,
-#'   a key) was removed, invisibly. `breaker_store_segments()`: a data frame with one row per
+#'   a key or this host's file of its bulkhead permits) was removed,
+#'   invisibly. `breaker_store_segments()`: a data frame with one row per
 #'   file (`name`, `file`, `status`, `state`, `creator_pid`,
 #'   `creator_alive`, `seconds_since_created`, `bytes`).
 #' @examples

@@ -78,11 +78,34 @@ NULL
 #' A breaker's name has at most 80 bytes (in UTF-8), the limit of every
 #' shared store ([breaker_store_host()] too), so that one name works in both.
 #'
-#' The bulkhead (`max_concurrent`) is counted per process: each process's
-#' local copy holds its own permits (no round trip per call), so a fleet of
-#' N processes makes at most N times `max_concurrent` calls at once, and
-#' `share(p)` is one permit. `max_concurrent` and `max_wait` are still rule
-#' arguments (the identity below), so every process has the same limit.
+#' The bulkhead (`max_concurrent`) is counted per host: the processes of a
+#' host that use the same fleet breaker (the same Redis server and
+#' database, prefix and name) take its permits from one file that they all
+#' map, as the processes of a [breaker_store_host()] breaker do, with no round
+#' trip to Redis per call. So at most `max_concurrent` calls through the
+#' breaker are in flight on each host (a fleet of H hosts makes at most H
+#' times as many), a permit whose holder dies (even by `SIGKILL`) is freed by
+#' the next call that finds the bulkhead full, and `share(p)` is a share of
+#' the host's processes that have made a call through the breaker.
+#' `$metrics()` (`in_flight`, `max_concurrent`, `rejected_full`), `print()`,
+#' the status routes and the Prometheus metrics show the host's counts. The
+#' file is `/dev/shm/circuitbreaker-<uid>/cbf-<hash>-<name>`, in the host
+#' store's default directory for this user (made and checked as that store
+#' makes and checks it: see "Security" in [breaker_store_host()]), where
+#' `<hash>` names the server (its address, a cluster's seed nodes, or the
+#' sentinels and the master's name), the database, the prefix and the
+#' breaker, never a password. Processes must therefore give the same `url`
+#' (the same host name and port; the password may differ), or the same
+#' sentinels, to share a host's permits. The file stays when the processes
+#' end, as a host store's does; [breaker_store_unlink()] removes it (on the
+#' host where it runs) with the breaker's keys. A file in the way that is not
+#' this user's makes creating the breaker fail with the host store's errors
+#' (such as `circuit_breaker_store_untrusted`), which name the file. Where
+#' processes cannot share memory (macOS, Windows: no robust process-shared
+#' mutexes), each process's local copy holds its own permits: the bulkhead
+#' is counted per process, and `share(p)` is one permit. `max_concurrent`
+#' and `max_wait` are rule arguments (the identity below), so every process
+#' has the same limit.
 #'
 #' The rule arguments are the breaker's identity: a process that gives other
 #' values gets an error of class `circuit_breaker_store_wrong_config` naming
@@ -283,9 +306,12 @@ NULL
 #' change its rule arguments), call [breaker_store_unlink()] with the store:
 #' `breaker_store_unlink("payments", fleet)` deletes the hash and every
 #' suffix of breaker `"payments"` (one `DEL`, on a connection of its own,
-#' bounded by `timeout`), and no other breaker's keys; it returns `TRUE`
-#' (invisibly) when there was something to delete, and raises an error of
-#' class `circuit_breaker_store_unreachable` when Redis cannot be reached.
+#' bounded by `timeout`), and no other breaker's keys, and, first, this
+#' host's file of the breaker's bulkhead permits, if it has one (see "What
+#' counts the whole fleet"; call it on each host to remove theirs); it
+#' returns `TRUE` (invisibly) when there was something to delete, and raises
+#' an error of class `circuit_breaker_store_unreachable` when Redis cannot
+#' be reached.
 #' The next breaker created with that name starts afresh. A process that
 #' still uses the breaker writes it again at its next sync, from its own
 #' state. From a shell:
