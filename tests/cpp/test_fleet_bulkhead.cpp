@@ -128,8 +128,9 @@ TEST_CASE("acquire_with(): the breaker decides first, its permits live in anothe
   CHECK(caller.acquire_with(20 * kS, cb::kNever, second).rejection == Rejection::Full);
 }
 
-TEST_CASE("acquire_with(): a call the breaker refuses after the permit was taken gives it back",
-          "[fleet-bulkhead]") {
+TEST_CASE(
+    "acquire_with(): a call the breaker refuses after the permit was taken gives it back",
+    "[fleet-bulkhead]") {
   Breaker home(settings_of(with_bulkhead(2)), 0);
   Breaker caller(settings_of(without_bulkhead()), 0);
   caller.note(Outcome::Failure, 1 * kS);
@@ -192,8 +193,9 @@ TEST_CASE("a probe the fleet declines frees its bulkhead permit", "[fleet-bulkhe
   CHECK(fb.snapshot(20 * kS).in_flight == 0);
 }
 
-TEST_CASE("a fleet bulkhead's file names the server, database, prefix and name, never a secret",
-          "[fleet-bulkhead]") {
+TEST_CASE(
+    "a fleet bulkhead's file names the server, database, prefix and name, never a secret",
+    "[fleet-bulkhead]") {
   const cb::FleetSpec a = spec_of("10.0.0.1", 6379, 0, "app");
   const std::string f = cb::fleet_bulkhead_file_name(a, "payments");
   CHECK(f.rfind("cbf-", 0) == 0);
@@ -209,16 +211,21 @@ TEST_CASE("a fleet bulkhead's file names the server, database, prefix and name, 
   secret.sync_interval = 5 * kS;
   secret.timeout = 2 * kS;
   CHECK(cb::fleet_bulkhead_file_name(secret, "payments") == f);
-  CHECK(cb::fleet_bulkhead_identity(secret, "payments").find("hunter2") == std::string::npos);
+  CHECK(cb::fleet_bulkhead_identity(secret, "payments").find("hunter2") ==
+        std::string::npos);
   CHECK(cb::fleet_bulkhead_identity(secret, "payments").find("svc-user") ==
         std::string::npos);
 
   // Another server, port, database, prefix or name: another file.
   std::set<std::string> names{f};
-  names.insert(cb::fleet_bulkhead_file_name(spec_of("10.0.0.2", 6379, 0, "app"), "payments"));
-  names.insert(cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6380, 0, "app"), "payments"));
-  names.insert(cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6379, 1, "app"), "payments"));
-  names.insert(cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6379, 0, "ap"), "payments"));
+  names.insert(
+      cb::fleet_bulkhead_file_name(spec_of("10.0.0.2", 6379, 0, "app"), "payments"));
+  names.insert(
+      cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6380, 0, "app"), "payments"));
+  names.insert(
+      cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6379, 1, "app"), "payments"));
+  names.insert(
+      cb::fleet_bulkhead_file_name(spec_of("10.0.0.1", 6379, 0, "ap"), "payments"));
   names.insert(cb::fleet_bulkhead_file_name(a, "payment"));
   CHECK(names.size() == 6);
 

@@ -21,7 +21,8 @@ namespace circuitbreaker {
 
 // A segment's fault as a store reports it (any_breaker.hpp): Busy after a
 // wait of `waited` for its lock, or Corrupt.
-inline StoreFault store_fault_of(SegmentFault f, std::chrono::nanoseconds waited) noexcept {
+inline StoreFault store_fault_of(SegmentFault f,
+                                 std::chrono::nanoseconds waited) noexcept {
   StoreFault out;
   switch (f) {
     case SegmentFault::None: break;

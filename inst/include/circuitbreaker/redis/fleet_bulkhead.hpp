@@ -107,8 +107,7 @@ class FleetBulkhead {
   // Opens (creating it if missing) the segment at `path` for the bulkhead
   // of `config` (fleet_bulkhead_config()), as HostBreaker::open() does,
   // with its checks and refusals.
-  HostBreaker::OpenResult open(const std::string& path, const Config& config,
-                               Nanos now) {
+  HostBreaker::OpenResult open(const std::string& path, const Config& config, Nanos now) {
     HostBreaker::OpenResult r = host_.open(path, fleet_bulkhead_config(config), now);
     if (r.ok()) path_ = path;
     return r;
