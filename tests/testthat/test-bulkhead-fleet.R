@@ -204,3 +204,38 @@ test_that("a planted file in place of a fleet breaker's host file is refused", {
   expect_true(file.exists(target))  # nothing written through the link
   expect_identical(file.size(target), 0)
 })
+
+test_that("a fleet breaker's stuck host file raises circuit_breaker_store_busy and moves nothing", {
+  skip_on_cran()
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url)
+  name <- local_fleet_bulkhead(store, "fleet-bulkhead-busy")
+  cb <- circuit_breaker(name = name, store = store, max_concurrent = 1)
+  path <- fleet_bulkhead_path(store, name)
+  ready <- tempfile("ready")
+  withr::defer(unlink(ready))
+  holder <- callr::r_bg(function(path, ready) {
+    if (!circuitbreaker:::cb_segment_hold_lock(path)) stop("could not take the lock")
+    writeLines("held", ready)
+    tools::pskill(Sys.getpid(), tools::SIGSTOP)  # alive, holding the lock, stopped
+    Sys.sleep(60)  # stays alive if ever continued; the test kills it
+  }, list(path = path, ready = ready), libpath = .libPaths(), supervise = TRUE)
+  withr::defer(if (holder$is_alive()) holder$kill())
+  wait_until(function() file.exists(ready) && holder$get_status() == "stopped", timeout = 30,
+             interval = 0.05, what = "the holder to take the lock and stop")
+
+  started <- Sys.time()
+  err <- expect_error(cb$execute(function() "not called"), class = "circuit_breaker_store_busy")
+  expect_match(conditionMessage(err), basename(path), fixed = TRUE)
+  expect_error(cb$metrics(), class = "circuit_breaker_store_busy")
+  expect_lt(as.numeric(difftime(Sys.time(), started, units = "secs")), 30)  # not hung
+
+  # Its death frees the lock; the refused call moved nothing of the breaker.
+  holder$kill()
+  expect_identical(cb$execute(function() "ok"), "ok")
+  m <- cb$metrics()
+  expect_identical(m$state, "CLOSED")
+  expect_identical(m$calls, 1)
+  expect_identical(m$rejected, 0)
+  expect_identical(m$in_flight, 0)
+})

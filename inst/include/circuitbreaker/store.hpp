@@ -33,6 +33,13 @@
 //                                 host/os_probes.hpp's process_gone, under
 //                                 the lock, so it must not block); NobodyGone
 //                                 by default.
+//   acquire_with(now, lease, permits)  (breaker.hpp) admission by the same
+//                                 rule, with the bulkhead's permits kept
+//                                 outside the block (the fleet store's, in a
+//                                 host segment: redis/fleet_bulkhead.hpp,
+//                                 through take_bulkhead_permit() and
+//                                 return_bulkhead_permit() on that segment's
+//                                 own breaker).
 //   admit_without_writing(view, now)   (admission.hpp) the decisions that
 //                                 write nothing, for a store that can read
 //                                 an AdmissionView without the lock (the host
