@@ -138,21 +138,77 @@ for i = 1, nb do
 end
 if c ~= #KEYS + 1 then return redis.error_reply(bad) end
 
+-- One breaker's values while its report is applied: the script's locals,
+-- so that the helpers below are made once per call, not once per breaker
+-- (making closures is a good part of a busy report's time in Lua).
+local c, k, kb
+local serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen
+local lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx
+local g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc, w
+local moved
+
+local function clear_window()
+  w = ''
+  wc, wf, ws, xc = 0, 0, 0, 0
+end
+local function clear_leases()
+  for slot = 0, hm - 1 do redis.call('DEL', KEYS[c + 2 + slot]) end
+end
+local function move(to_state)
+  s = to_state
+  g = g + 1
+  ps = 0
+  moved = true
+end
+-- recovery_timeout * backoff^(opens - 1), capped, times the jitter factor
+-- (rules.hpp's open_duration_for()).
+local function trip(at, duration)
+  move(1)
+  o = o + 1
+  oa = at
+  if duration then
+    od = duration
+  else
+    local d = rt
+    if d > 0 and bm ~= 1 and o > 1 then d = d * bm ^ (o - 1) end
+    if d > mx then d = mx end
+    od = math.floor(d * jf + 0.5)
+  end
+  to = to + 1
+  clear_leases()
+end
+local function close()
+  move(0)
+  cf, o = 0, 0
+  clear_window()
+  clear_leases()
+end
+-- A probe's outcome in the half-open period: a failure re-opens (for the
+-- open period the prober asked, when it gave one), a success counts towards
+-- closing; 'i' (ignored, released) says nothing.
+local function probe_outcome(res, pod)
+  if res == 'f' then
+    trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
+  elseif res == 's' then
+    ps = ps + 1
+    if ps >= hm then close() end
+  end
+end
+
 for i = 1, nb do
-  local c = first[i]
-  local k, kb = KEYS[c], KEYS[c + 1]
+  c = first[i]
+  k, kb = KEYS[c], KEYS[c + 1]
   local b = 3 + (i - 1) * F
   local proc, probes, cfg = ARGV[b + 1], ARGV[b + 3], ARGV[b + 4]
-  local serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen,
+  serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen,
     lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx = struct.unpack(RF, ARGV[b + 2])
-  local moved = false
+  moved = false
 
   local h = redis.call('HMGET', k, 'v', 'cfg', 'w')
-  local g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, _, xc
-  local w = h[3] or ''
   local made = false
+  w = h[3] or ''
   if h[1] and #h[1] == VB then
-    g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, _, xc = struct.unpack(VF, h[1])
+    g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc = struct.unpack(VF, h[1])
   else
     -- Absent (new, expired, or Redis restarted empty), or not this
     -- format's: rebuilt from this report, so a restart keeps the fleet's
@@ -176,43 +232,6 @@ for i = 1, nb do
     -- or more (or never, or Redis's clock went back); K:b, when made
     -- meanwhile, gets it as it is made.
     local refresh = ex == 0 or now - ex >= ttl / 8 or now < ex
-
-    local function clear_window()
-      w = ''
-      wc, wf, ws, xc = 0, 0, 0, 0
-    end
-    local function clear_leases()
-      for slot = 0, hm - 1 do redis.call('DEL', KEYS[c + 2 + slot]) end
-    end
-    local function move(to_state)
-      s = to_state
-      g = g + 1
-      ps = 0
-      moved = true
-    end
-    -- recovery_timeout * backoff^(opens - 1), capped, times the jitter
-    -- factor (rules.hpp's open_duration_for()).
-    local function trip(at, duration)
-      move(1)
-      o = o + 1
-      oa = at
-      if duration then
-        od = duration
-      else
-        local d = rt
-        if d > 0 and bm ~= 1 and o > 1 then d = d * bm ^ (o - 1) end
-        if d > mx then d = mx end
-        od = math.floor(d * jf + 0.5)
-      end
-      to = to + 1
-      clear_leases()
-    end
-    local function close()
-      move(0)
-      cf, o = 0, 0
-      clear_window()
-      clear_leases()
-    end
 
     -- 1. A report is applied once. Its id is the process's id and a
     -- serial: a process sends its reports of a breaker in order and builds
@@ -239,18 +258,6 @@ for i = 1, nb do
     end
 
     if probes ~= '' then
-      -- A probe's outcome in the half-open period: a failure re-opens (for
-      -- the open period the prober asked, when it gave one), a success
-      -- counts towards closing; 'i' (ignored, released) says nothing.
-      local function probe_outcome(res, pod)
-        if res == 'f' then
-          trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
-        elseif res == 's' then
-          ps = ps + 1
-          if ps >= hm then close() end
-        end
-      end
-
       -- 3. Probe results: a lease counts once (compare and delete), and
       -- only in the half-open period it was taken in.
       for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
@@ -280,22 +287,39 @@ for i = 1, nb do
         end
       end
     end
-
     -- 4. Counts. The totals take every report; the rules' counts only a
     -- report of the current generation in CLOSED (the generation fence).
+    -- The window only when a rate rule reads it: without one it would cost
+    -- every busy report the most of its time, for nothing.
+    local windowed = fr >= 0 or sr >= 0
     if fresh then
       tc, tf, ts, tr = tc + calls, tf + fails, ts + slow, tr + rej
       if mygen == g and s == 0 and calls > 0 then
         if succ > 0 then cf = tail else cf = cf + fails end
-        w = w .. struct.pack(WF, now, calls, fails, slow)
-        wc, wf, ws = wc + calls, wf + fails, ws + slow
+        if windowed then
+          -- A report joins the newest entry while that holds fewer than
+          -- 1/32 of a count window's calls, or began less than 1/32 of a
+          -- time window ago (not the oldest entry, whose share may be cut):
+          -- so a window has about 32 entries however small the reports,
+          -- and costs each report the same.
+          local n, joined = #w, false
+          if n >= 2 * WB then
+            local lt, lc, lf, ls = struct.unpack(WF, w, n - WB + 1)
+            if (wt == 1 and now - lt < wms / 32) or (wt ~= 1 and lc < wn / 32) then
+              w = string.sub(w, 1, n - WB) .. struct.pack(WF, lt, lc + calls, lf + fails, ls + slow)
+              joined = true
+            end
+          end
+          if not joined then w = w .. struct.pack(WF, now, calls, fails, slow) end
+          wc, wf, ws = wc + calls, wf + fails, ws + slow
+        end
       end
     end
     -- Trim the window: a time window drops the entries older than its
     -- length; a count window keeps the newest that hold window_size calls,
     -- the oldest kept cut down to what is left of it (xc of its calls cut,
     -- its failed and slow calls in proportion, rounded).
-    if s == 0 and (wt == 1 or wc > wn) then
+    if s == 0 and windowed and (wt == 1 or wc > wn) then
       local pos, len = 1, #w
       while wc > 0 do
         if pos + WB - 1 > len then wc, wf, ws, xc = 0, 0, 0, 0; break end
