@@ -189,6 +189,10 @@ cb_fleet_store_info <- function(spec) {
     .Call(`_circuitbreaker_cb_fleet_store_info`, spec)
 }
 
+cb_fleet_read_script <- function() {
+    .Call(`_circuitbreaker_cb_fleet_read_script`)
+}
+
 cb_fleet_breaker_keys <- function(prefix, name) {
     .Call(`_circuitbreaker_cb_fleet_breaker_keys`, prefix, name)
 }

@@ -265,22 +265,24 @@ NULL
 #'
 #' @section Keys:
 #' Every key of breaker `name` in a store with prefix `prefix` is
-#' `cb1:{<prefix>:<name>}` and a suffix, where `<prefix>` and `<name>` are
+#' `cb2:{<prefix>:<name>}` and a suffix, where `<prefix>` and `<name>` are
 #' percent-encoded: every byte but the letters `A-Z a-z`, the digits, `_`,
 #' `.` and `-` is written `%XX` (upper-case hex), so `:` is `%3A` and
 #' `{`, `}` and `%` are `%7B`, `%7D` and `%25`. So no two (prefix, name)
-#' pairs share a key: prefix `"a"` with name `"b:c"` is `cb1:{a:b%3Ac}`,
-#' prefix `"a:b"` with name `"c"` is `cb1:{a%3Ab:c}`.
+#' pairs share a key: prefix `"a"` with name `"b:c"` is `cb2:{a:b%3Ac}`,
+#' prefix `"a:b"` with name `"c"` is `cb2:{a%3Ab:c}`.
 #'
-#' * `cb1:{<prefix>:<name>}`: a hash, the fleet's state of the breaker
-#'   (generation, state, open-since and open duration by Redis `TIME`,
-#'   counts, the fleet's totals, and the rule arguments that are its
-#'   identity);
-#' * `...:w`: a list, the fleet's sliding window, one entry per report (each
-#'   process's outcomes of one sync interval), so a count window of
-#'   `window_size` calls is exact in its size and approximate in its order:
-#'   the oldest report in it is cut down to what is left, with its shares of
-#'   failed and slow calls;
+#' * `cb2:{<prefix>:<name>}`: a hash of three fields: `v`, the fleet's state
+#'   of the breaker packed in one string (generation, state, open-since and
+#'   open duration by Redis `TIME`, counts, the fleet's totals), `cfg`, the
+#'   rule arguments that are its identity, and `w`, the fleet's sliding
+#'   window, packed, one entry per report (each process's outcomes of one
+#'   sync interval), so a count window of `window_size` calls is exact in its
+#'   size and approximate in its order: the oldest report in it is cut down
+#'   to what is left, with its shares of failed and slow calls. Packed,
+#'   because a busy sync's cost to Redis is mostly that of moving values in
+#'   and out of its scripts (a breaker's `$metrics()` shows the fleet's
+#'   state as this process last had it);
 #' * `...:b`: a hash, per process, the last report applied (a retried
 #'   report is counted once);
 #' * `...:p:<slot>`: a half-open probe's lease, holding its token, for at
@@ -291,14 +293,17 @@ NULL
 #'   process of the fleet runs each check and a holder that dies holds it for
 #'   one interval at most.
 #'
-#' Transitions are published on the channel `cb1:{<prefix>}:events`. Every
+#' Transitions are published on the channel `cb2:{<prefix>}:events`. Every
 #' key expires after a day without a report.
 #'
-#' `cb1` is the key format's version. It comes before the braces, which are a
+#' `cb2` is the key format's version. It comes before the braces, which are a
 #' Redis Cluster hash tag holding the whole identity and nothing else, so
-#' that a breaker's keys share one slot; a later format gets another
-#' version, and `SCAN 0 MATCH cb1:*` finds every key of this one. On a Redis
-#' Cluster each script call covers one breaker, so that it touches one slot
+#' that a breaker's keys share one slot; another format gets another
+#' version, and `SCAN 0 MATCH cb2:*` finds every key of this one. Earlier
+#' development versions used format `cb1` (a field per value, the window in
+#' a list): processes of those versions and of this one do not share
+#' breakers, so upgrade a fleet's processes together (the `cb1` keys expire
+#' on their own). On a Redis Cluster each script call covers one breaker, so that it touches one slot
 #' (see "Topologies and failover"). TLS (`rediss://`) is not supported yet.
 #' (With `redis-cli`, add `-c` on a cluster to follow the redirects.)
 #'
@@ -315,7 +320,7 @@ NULL
 #' The next breaker created with that name starts afresh. A process that
 #' still uses the breaker writes it again at its next sync, from its own
 #' state. From a shell:
-#' `redis-cli --scan --pattern 'cb1:{myapp:payments}*' | xargs redis-cli del`
+#' `redis-cli --scan --pattern 'cb2:{myapp:payments}*' | xargs redis-cli del`
 #' (quote the pattern; the glob characters `*`, `?` and `[` of a name are
 #' encoded, so the pattern matches this breaker's keys only).
 #'

@@ -54,6 +54,8 @@
 # Whole run: about two minutes on the project's 2-core machine (2 min 42 s
 # while other processes kept more than one core busy).
 suppressPackageStartupMessages(library(circuitbreaker))
+# The fleet state is packed (fleet/script.hpp): read through the core's read script.
+read_script <- circuitbreaker:::cb_fleet_read_script()
 stopifnot(circuitbreaker:::cb_redis_available(), nzchar(Sys.which("redis-server")),
           requireNamespace("processx", quietly = TRUE), file.exists("/proc/self/task"))
 # This script's path (Rscript passes it as --file=), to find bench/harness/.
@@ -151,7 +153,7 @@ main <- function() {
     open_redis <- circuit_breaker(name = paste0("open-redis-", tag), store = store, recovery_timeout = 1e6)
     for (i in 1:5) open_redis$execute(failing, fb)
     open_key <- fleet_info(open_redis)$key
-    if (!wait_until(function() identical(rcall(conn, c("HGET", open_key, "s")), "1"), 0.5 + 10 * sync_interval)) {
+    if (!wait_until(function() identical(rcall(conn, c("EVAL", read_script, "1", open_key, "s")), "1"), 0.5 + 10 * sync_interval)) {
       stop("the fleet did not open ", open_key, " within ", 0.5 + 10 * sync_interval, " s")
     }
     Sys.sleep(0.5)
@@ -229,17 +231,17 @@ main <- function() {
 
     # The fleet's totals against the local copies' (after the last sync).
     fleet_counts <- function() {
-      c(closed = as.numeric(rcall(conn, c("HGET", fleet_info(closed_redis)$key, "tc"))),
-        open = as.numeric(rcall(conn, c("HGET", open_key, "tr"))))
+      c(closed = as.numeric(rcall(conn, c("EVAL", read_script, "1", fleet_info(closed_redis)$key, "tc"))),
+        open = as.numeric(rcall(conn, c("EVAL", read_script, "1", open_key, "tr"))))
     }
     local_counts <- function() c(closed = closed_redis$metrics()$calls, open = open_redis$metrics()$rejected)
     exact <- wait_until(function() identical(fleet_counts(), local_counts()), 2 + 5 * sync_interval)
     counts <- rbind(local = local_counts(), fleet = fleet_counts())
     sync_failures <- fleet_info(closed_redis)$sync_failures - failures0
     # What makes a retried report count once: one field per process in the
-    # hash cb1:{prefix:name}:b (the last report applied), summed over the
+    # hash cb2:{prefix:name}:b (the last report applied), summed over the
     # breakers (the prefix and names here need no encoding).
-    mark_keys <- unlist(rcall(conn, c("KEYS", sprintf("cb1:{%s:*-redis-%s}:b", prefix, tag))))
+    mark_keys <- unlist(rcall(conn, c("KEYS", sprintf("cb2:{%s:*-redis-%s}:b", prefix, tag))))
     marks <- sum(vapply(mark_keys, function(k) as.numeric(rcall(conn, c("HLEN", k))), 0))
 
     # Gone: the next store's sync thread runs alone.

@@ -482,6 +482,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_fleet_read_script
+std::string cb_fleet_read_script();
+RcppExport SEXP _circuitbreaker_cb_fleet_read_script() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_read_script());
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_fleet_breaker_keys
 std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string name);
 RcppExport SEXP _circuitbreaker_cb_fleet_breaker_keys(SEXP prefixSEXP, SEXP nameSEXP) {
@@ -597,6 +606,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_valid_master_name", (DL_FUNC) &_circuitbreaker_cb_redis_valid_master_name, 1},
     {"_circuitbreaker_cb_fleet_info", (DL_FUNC) &_circuitbreaker_cb_fleet_info, 1},
     {"_circuitbreaker_cb_fleet_store_info", (DL_FUNC) &_circuitbreaker_cb_fleet_store_info, 1},
+    {"_circuitbreaker_cb_fleet_read_script", (DL_FUNC) &_circuitbreaker_cb_fleet_read_script, 0},
     {"_circuitbreaker_cb_fleet_breaker_keys", (DL_FUNC) &_circuitbreaker_cb_fleet_breaker_keys, 2},
     {"_circuitbreaker_cb_fleet_bulkhead_path", (DL_FUNC) &_circuitbreaker_cb_fleet_bulkhead_path, 1},
     {"_circuitbreaker_cb_fleet_unlink", (DL_FUNC) &_circuitbreaker_cb_fleet_unlink, 1},

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "circuitbreaker/fleet/script.hpp"
 #include "circuitbreaker/redis/sentinel.hpp"
 #include "circuitbreaker/redis/url.hpp"
 #include "r_interface.h"
@@ -227,6 +228,13 @@ SEXP cb_fleet_store_info(SEXP spec) {
   (void)spec;
   return R_NilValue;
 #endif
+}
+
+// The script that reads a fleet breaker's packed state (fleet/script.hpp's
+// READ), for tests and people: EVAL it with the breaker's key.
+// [[Rcpp::export(rng = false)]]
+std::string cb_fleet_read_script() {
+  return circuitbreaker::kFleetReadScript;
 }
 
 // Every key of fleet breaker `name` under `prefix` (the core's list).

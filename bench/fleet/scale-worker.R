@@ -76,6 +76,13 @@ created$threads_added <- tasks() - threads_before
 saveRDS(created, file.path(dir, "created.tmp"))
 file.rename(file.path(dir, "created.tmp"), file.path(dir, "created.rds"))
 
+# The R thread alone gets --r-nice (scale.R says why): the sync threads,
+# made with the stores, keep the niceness the process started with. On
+# Linux, setpriority() of the process id is that of its main thread only.
+if (!is.null(cfg$r_nice) && cfg$r_nice > tools::psnice(Sys.getpid())) {
+  tools::psnice(Sys.getpid(), cfg$r_nice)
+}
+
 # 2. Idle or busy until told to stop; samples all along.
 probe <- tryCatch(circuitbreaker:::cb_redis_connect(cfg$url, 1), error = function(e) NULL)
 ping <- function() {

@@ -22,6 +22,14 @@
 #                                              Redis stands in for a server of its own, so
 #                                              the R processes that load it must not take
 #                                              its CPU on a small machine (0: same priority)
+#   --r-nice N        FLEET_SCALE_R_NICE       the niceness of each worker's R thread alone,
+#                                              from --worker-nice to 19 (default 19), set
+#                                              once its stores' sync threads run (they keep
+#                                              --worker-nice): the workers' calls take more
+#                                              CPU than this machine has besides Redis, and
+#                                              a sync thread queued behind eight busy R
+#                                              threads measures them, not Redis; on Linux a
+#                                              thread's niceness is its own
 #   --help            this text
 #
 # One redis-server on 127.0.0.1 (a free port, no persistence), started the
@@ -77,10 +85,11 @@ spec <- list(
   seconds = list(env = "FLEET_SCALE_SECONDS", flag = FALSE, min = 2, max = 300, whole = FALSE),
   warmup = list(env = "FLEET_SCALE_WARMUP", flag = FALSE, min = 0, max = 120, whole = FALSE),
   "worker-nice" = list(env = "FLEET_SCALE_WORKER_NICE", flag = FALSE, min = 0, max = 19, whole = TRUE),
+  "r-nice" = list(env = "FLEET_SCALE_R_NICE", flag = FALSE, min = 0, max = 19, whole = TRUE),
   help = list(env = NA_character_, flag = TRUE)
 )
 defaults <- list(connections = 64, processes = 8, idle = 1000, busy = 100, seconds = 10, warmup = 5,
-                 "worker-nice" = 10)
+                 "worker-nice" = 10, "r-nice" = 19)
 sync_interval <- 0.1
 timeout <- 0.1
 sample_every <- 0.02
@@ -175,7 +184,8 @@ start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
     dir.create(w$dir)
     saveRDS(list(url = url, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
-                 parent_pid = Sys.getpid(), lifetime = lifetime),
+                 parent_pid = Sys.getpid(), lifetime = lifetime,
+                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]])),
             file.path(w$dir, "config.rds"))
     # nice(1) execs Rscript: the process (and its PID) is the worker's.
     rscript <- c(file.path(R.home("bin"), "Rscript"), "--vanilla", file.path(home, "scale-worker.R"), w$dir)
@@ -453,8 +463,10 @@ status <- tryCatch(
         say(sprintf("Fleet store at scale: circuitbreaker %s (%s), redis-server %s on 127.0.0.1, %s\n",
                     format(utils::packageVersion("circuitbreaker")), find.package("circuitbreaker"), version,
                     format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")))
-        say(sprintf("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up; workers at nice %d\n",
-                    sync_interval, timeout, opts$seconds, opts$warmup, opts[["worker-nice"]]))
+        say(sprintf(paste("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up; workers at nice %d,",
+                          "their R threads at nice %d\n"),
+                    sync_interval, timeout, opts$seconds, opts$warmup, opts[["worker-nice"]],
+                    max(opts[["r-nice"]], opts[["worker-nice"]])))
         t0 <- now()
         # Each scenario's report as soon as it is measured.
         if (opts$idle > 0) report(run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say), say)

@@ -202,10 +202,8 @@ TEST_CASE("both stores name a difference by the one rule", "[config-identity]") 
   std::string given, stored;
   CHECK_FALSE(m.config_conflict(&field, &given, &stored));
   const cb::FleetReport sent = m.build(1);
-  const std::string reply[cb::FleetReply::kFields] = {
-      "cfg", "0", "0", "0", "0", "0", "0", "0", "0", cb::config_fingerprint(theirs)};
   cb::FleetReply r;
-  REQUIRE(r.parse(reply));
+  REQUIRE(r.parse_text("cfg," + cb::config_fingerprint(theirs)));
   m.apply(r, 2, sent);
   REQUIRE(m.config_conflict(&field, &given, &stored));
   const cb::ConfigDifference d = cb::config_difference(

@@ -27,12 +27,18 @@ using cbredis::RedisServer;
 using cbredis::skipped;
 
 // The SYNC script's KEYS for the breaker at `key` with rules `rules`
-// (fleet_rules(): half_open_max_calls is the ninth value).
+// (fleet_rules(), packed: half_open_max_calls is the ninth value).
 std::vector<std::string> script_keys(const std::string& key, const std::string& rules) {
-  std::size_t at = 0;
-  for (int i = 0; i < 8; ++i) at = rules.find(',', at) + 1;
-  const auto hm = static_cast<std::uint32_t>(std::stoul(rules.substr(at)));
-  return cb::fleet_script_keys(key, hm);
+  std::uint64_t hm = 0;
+  for (int i = 7; i >= 0; --i) hm = (hm << 8) | static_cast<unsigned char>(rules[64 + i]);
+  return cb::fleet_script_keys(key, static_cast<std::uint32_t>(hm));
+}
+
+// One field of a breaker's fleet state (fleet/script.hpp's READ script).
+std::string fleet_field(cb::RedisConnection& conn, const std::string& key, const char* f) {
+  cb::RedisConnection::ReplyPtr r = conn.command({"EVAL", cb::kFleetReadScript, "1", key, f});
+  REQUIRE(r);
+  return cb::RedisConnection::reply_text(r.r);
 }
 
 // One report for one call and what the script said back.
@@ -208,8 +214,8 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
       conn.eval(false, script_keys(other.key, other.rules), args);
   REQUIRE(reply);
   REQUIRE(reply->type == REDIS_REPLY_ARRAY);
-  CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg");
-  CHECK(cb::RedisConnection::reply_text(reply->element[9]) == fleet.fingerprint);
+  REQUIRE(reply->elements == 1);
+  CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg," + fleet.fingerprint);
 }
 
 TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") {
@@ -222,11 +228,7 @@ TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") 
   c.window_size = 10;
   const cb::Settings s = cb::make_settings(c);
   Fleet fleet{conn, "{t:window}", cb::config_fingerprint(c), cb::fleet_rules(s)};
-  auto field = [&conn](const char* f) {
-    cb::RedisConnection::ReplyPtr r = conn.command({"HGET", "{t:window}", f});
-    REQUIRE(r);
-    return std::stoll(cb::RedisConnection::reply_text(r.r));
-  };
+  auto field = [&conn](const char* f) { return std::stoll(fleet_field(conn, "{t:window}", f)); };
   cb::FleetReport r;
   r.delta.calls = 50;  // one busy sync: 50 calls, 25 failed
   r.delta.failures = 25;
@@ -268,8 +270,8 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   r.delta.successes = 2;
   fleet.send(r);
   r.known_generation = fleet.generation;
-  // Made with their time to live: the hash, the window and the ledger.
-  for (const std::string& k : {key, key + ":w", key + ":b"}) {
+  // Made with their time to live: the hash and the ledger.
+  for (const std::string& k : {key, key + ":b"}) {
     INFO(k);
     CHECK(pttl(k) > 50000);
     CHECK(pttl(k) <= 60000);
@@ -278,15 +280,18 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   run({"PEXPIRE", key, "30000"});
   fleet.send(r);
   CHECK(pttl(key) <= 30000);
-  // A window made anew (after a close, or lost) gets it as it is made.
-  run({"DEL", key + ":w"});
-  fleet.send(r);
-  CHECK(pttl(key + ":w") > 50000);
   // A report ttl / 8 (7.5 s) after the last refresh refreshes every key.
   cb::RedisConnection::ReplyPtr t = run({"TIME"});
   const long long now_ms =
       std::stoll(t->element[0]->str) * 1000 + std::stoll(t->element[1]->str) / 1000;
-  run({"HSET", key, "ex", std::to_string(now_ms - 8000)});
+  // (ex, the state's 16th value, set back by 8 s.)
+  run({"EVAL",
+       "local f = '" CIRCUITBREAKER_FLEET_STATE "'\n"
+       "local v = {struct.unpack(f, redis.call('HGET', KEYS[1], 'v'))}\n"
+       "v[16] = tonumber(ARGV[1])\n"
+       "redis.call('HSET', KEYS[1], 'v', struct.pack(f, unpack(v, 1, 18)))",
+       "1", key, std::to_string(now_ms - 8000)});
+  CHECK(fleet_field(conn, key, "ex") == std::to_string(now_ms - 8000));
   run({"PEXPIRE", key + ":b", "30000"});
   fleet.send(r);
   CHECK(pttl(key) > 50000);
@@ -327,7 +332,7 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
 
 TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-script]") {
   // Every key a script touches is in its KEYS (Redis Cluster routes by
-  // them): a call that leaves the window, the reports or a lease key out is
+  // them): a call that leaves the reports or a lease key out is
   // an error, and changes nothing.
   RedisServer server;
   cb::RedisConnection conn;
@@ -341,7 +346,7 @@ TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-scr
                                 std::to_string(cb::FleetReport::kArgs)};
   r.append_args(args, cb::config_fingerprint(c), rules);
   std::vector<std::string> keys = script_keys("{t:keys}", rules);
-  REQUIRE(keys.size() == 6);
+  REQUIRE(keys.size() == 5);
   for (std::size_t drop = 0; drop < keys.size(); ++drop) {
     std::vector<std::string> fewer = keys;
     fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(drop));
@@ -363,16 +368,16 @@ TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-scr
 
 TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each",
           "[fleet-script]") {
-  CHECK(cb::fleet_key("circuitbreaker", "payments") == "cb1:{circuitbreaker:payments}");
-  CHECK(cb::fleet_channel("circuitbreaker") == "cb1:{circuitbreaker}:events");
+  CHECK(cb::fleet_key("circuitbreaker", "payments") == "cb2:{circuitbreaker:payments}");
+  CHECK(cb::fleet_channel("circuitbreaker") == "cb2:{circuitbreaker}:events");
   // The pairs that were one key.
-  CHECK(cb::fleet_key("a", "b:c") == "cb1:{a:b%3Ac}");
-  CHECK(cb::fleet_key("a:b", "c") == "cb1:{a%3Ab:c}");
+  CHECK(cb::fleet_key("a", "b:c") == "cb2:{a:b%3Ac}");
+  CHECK(cb::fleet_key("a:b", "c") == "cb2:{a%3Ab:c}");
   CHECK(cb::fleet_key("a", "b:c") != cb::fleet_key("a:b", "c"));
   // Braces, '%', spaces, control and non-ASCII bytes are encoded: the hash
   // tag is the first '{' and the last character of the key, whole.
   const std::string odd = cb::fleet_key("p", std::string("x}{%\n\0 \xc3\xa9", 9));
-  CHECK(odd == "cb1:{p:x%7D%7B%25%0A%00%20%C3%A9}");
+  CHECK(odd == "cb2:{p:x%7D%7B%25%0A%00%20%C3%A9}");
   CHECK(odd.find('{') == 4);
   CHECK(odd.find('}') == odd.size() - 1);
   // Different pairs, different keys (a sample of tricky ones).
@@ -386,21 +391,20 @@ TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each"
 }
 
 TEST_CASE(
-    "a breaker's key list has its hash, window, ledger, every probe slot and its "
+    "a breaker's key list has its hash, ledger, every probe slot and its "
     "health-check lease",
     "[fleet-script]") {
   const std::vector<std::string> keys = cb::fleet_breaker_keys("a", "b:c");
-  REQUIRE(keys.size() == 4 + cb::kMaxHalfOpenCalls);
-  CHECK(keys[0] == "cb1:{a:b%3Ac}");
-  CHECK(keys[1] == "cb1:{a:b%3Ac}:w");
-  CHECK(keys[2] == "cb1:{a:b%3Ac}:b");
-  CHECK(keys[3] == "cb1:{a:b%3Ac}:p:0");
+  REQUIRE(keys.size() == 3 + cb::kMaxHalfOpenCalls);
+  CHECK(keys[0] == "cb2:{a:b%3Ac}");
+  CHECK(keys[1] == "cb2:{a:b%3Ac}:b");
+  CHECK(keys[2] == "cb2:{a:b%3Ac}:p:0");
   CHECK(keys[keys.size() - 2] ==
-        "cb1:{a:b%3Ac}:p:" + std::to_string(cb::kMaxHalfOpenCalls - 1));
-  CHECK(keys.back() == "cb1:{a:b%3Ac}:h");
+        "cb2:{a:b%3Ac}:p:" + std::to_string(cb::kMaxHalfOpenCalls - 1));
+  CHECK(keys.back() == "cb2:{a:b%3Ac}:h");
   CHECK(keys.back() == cb::fleet_health_key(cb::fleet_key("a", "b:c")));
   // No key of another breaker, even one whose name starts the same.
-  for (const std::string& k : keys) CHECK(k.rfind("cb1:{a:b%3Ac}", 0) == 0);
+  for (const std::string& k : keys) CHECK(k.rfind("cb2:{a:b%3Ac}", 0) == 0);
   for (const std::string& k : cb::fleet_breaker_keys("a", "b")) {
     CHECK(std::find(keys.begin(), keys.end(), k) == keys.end());
   }

@@ -48,9 +48,10 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
       circuitbreaker:::cb_redis_call(self$conn, args)
     })
   }
-  # A field of the fleet state of breaker `name` (numbers as numbers).
+  # A field of the fleet state of breaker `name` (numbers as numbers), as
+  # the package's read script unpacks it.
   self$fleet <- function(name, field, prefix = "circuitbreaker") {
-    v <- self$call("HGET", fleet_key_of(prefix, name), field)
+    v <- self$call("EVAL", fleet_read_script(), "1", fleet_key_of(prefix, name), field)
     if (is.null(v)) NA_real_ else as.numeric(v)
   }
   withr::defer({
@@ -62,7 +63,7 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
 }
 
 # The Redis key of fleet breaker `name` under `prefix`, as ?breaker_store_redis
-# documents it ("Keys"): cb1:{<prefix>:<name>}, both parts percent-encoded
+# documents it ("Keys"): cb2:{<prefix>:<name>}, both parts percent-encoded
 # (every byte but A-Z a-z 0-9 _ . - as %XX). Written here from the
 # documentation, independently of the package's C++, so that the tests check
 # the documented scheme.
@@ -72,7 +73,7 @@ fleet_key_of <- function(prefix, name) {
     plain <- grepl("^[A-Za-z0-9_.-]$", rawToChar(as.raw(bytes), multiple = TRUE))
     paste(ifelse(plain, rawToChar(as.raw(bytes), multiple = TRUE), sprintf("%%%02X", bytes)), collapse = "")
   }
-  sprintf("cb1:{%s:%s}", enc(prefix), enc(name))
+  sprintf("cb2:{%s:%s}", enc(prefix), enc(name))
 }
 
 # The arguments every process of a test gives its fleet breaker.
@@ -114,3 +115,7 @@ quietly_alone <- function(code) {
     circuit_breaker_store_rejoined = function(m) invokeRestart("muffleMessage")
   )
 }
+
+# The script that reads a fleet breaker's packed state (the core's, so that
+# the tests know no more of the format than its field names).
+fleet_read_script <- function() circuitbreaker:::cb_fleet_read_script()

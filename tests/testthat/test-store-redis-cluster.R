@@ -10,11 +10,12 @@ cluster_store_args <- function(cluster, ...) {
   utils::modifyList(list(url = cluster_seeds(cluster), sync_interval = 0.05, timeout = 0.2), list(...))
 }
 
-# A field of the fleet's hash of breaker `name`, read through the cluster
+# A field of the fleet state of breaker `name`, read through the cluster
 # (redis-cli -c follows the redirect); NA when absent.
 cluster_fleet <- function(cluster, name, field) {
   for (port in as.integer(sub("^.*:", "", cluster$seeds))) {
-    v <- tryCatch(cluster$cli(port, "HGET", fleet_key_of("circuitbreaker", name), field, cluster = TRUE),
+    v <- tryCatch(cluster$cli(port, "EVAL", fleet_read_script(), "1", fleet_key_of("circuitbreaker", name), field,
+                              cluster = TRUE),
                   error = function(e) NULL)
     if (!is.null(v)) return(if (length(v) == 0L || !nzchar(v[[1]])) NA_real_ else as.numeric(v[[1]]))
   }

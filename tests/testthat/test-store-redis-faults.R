@@ -149,7 +149,7 @@ test_that("(prefix, name) pairs that once shared a key are different breakers", 
   expect_identical(two$execute(function() "ok", function() "rejected"), "ok")
   # Both keys follow the documented scheme, and nothing else was written.
   keys <- sort(unlist(server$call("KEYS", "*")))
-  expect_true(all(startsWith(keys, "cb1:{")))
+  expect_true(all(startsWith(keys, "cb2:{")))
   expect_true(all(c(fleet_key_of("a", "b:c"), fleet_key_of("a:b", "c")) %in% keys))
 })
 

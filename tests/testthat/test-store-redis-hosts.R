@@ -185,7 +185,7 @@ fleet_key <- function(net, name) fleet_key_of(net$prefix, name)
 
 # The fleet's field `field` of breaker `name` (NA when absent), as a number.
 fleet_field <- function(net, name, field) {
-  suppressWarnings(as.numeric(fleet_redis(net, "HGET", fleet_key(net, name), field)))
+  suppressWarnings(as.numeric(fleet_redis(net, "EVAL", fleet_read_script(), "1", fleet_key(net, name), field)))
 }
 
 # Cuts host `h` off (a black hole: see the top of the file), and heals it.

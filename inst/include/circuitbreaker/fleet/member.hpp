@@ -370,9 +370,10 @@ class FleetMember {
   // half-open (a sync had not told us yet).
   void adopt_state_reply(const std::vector<std::string>& v, Nanos now) {
     FleetReply r;
-    const std::string fields[FleetReply::kFields] = {"ok", v[1], v[2], v[3], v[4],
-                                                     v[5], v[6], "0",  "0",  ""};
-    if (!r.parse(fields)) return;
+    if (!r.parse_text("ok," + v[1] + ',' + v[2] + ',' + v[3] + ',' + v[4] + ',' + v[5] + ',' +
+                      v[6] + ",0,0")) {
+      return;
+    }
     std::lock_guard<std::mutex> g(mutex_);
     const FleetView fv = view_of(r);
     const Snapshot snap = breaker_.snapshot(now);

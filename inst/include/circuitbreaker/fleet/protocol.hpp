@@ -8,9 +8,12 @@
 #define CIRCUITBREAKER_FLEET_PROTOCOL_HPP
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -38,22 +41,47 @@ inline Nanos ms_to_nanos(std::int64_t ms) noexcept {
   return static_cast<Nanos>(ms) * 1000000;
 }
 
-// The rules the script applies (fleet/script.hpp's hash fields ft ... mx).
+// Little-endian 64-bit integers and doubles, as the scripts' struct
+// formats read them (fleet/script.hpp).
+inline void fleet_pack_int(std::string& out, std::int64_t v) {
+  const auto u = static_cast<std::uint64_t>(v);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
+}
+inline void fleet_pack_double(std::string& out, double v) {
+  static_assert(sizeof(double) == 8 && std::numeric_limits<double>::is_iec559,
+                "the scripts read IEEE 754 doubles");
+  std::uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof u);
+  fleet_pack_int(out, static_cast<std::int64_t>(u));
+}
+// A count as the scripts keep it: at most 2^53 (Lua's numbers are doubles).
+inline std::int64_t fleet_count(std::uint64_t v) noexcept {
+  constexpr std::uint64_t kMax = std::uint64_t{1} << 53;
+  return static_cast<std::int64_t>(v > kMax ? kMax : v);
+}
+
+// The rules the script applies, packed (fleet/script.hpp's report format,
+// after the report's own values): failure_threshold (0 off),
+// recovery_timeout (ms), the failure and slow rate thresholds (-1 off),
+// minimum_calls, the window type (0 count, 1 time), the count window's size,
+// the time window's length (ms), half_open_max_calls, backoff_multiplier,
+// max_recovery_timeout (ms).
 inline std::string fleet_rules(const Settings& s) {
-  char buf[256];
   const bool time = s.window_type == WindowType::Time;
-  std::snprintf(
-      buf, sizeof buf, "%llu,%lld,%.17g,%.17g,%llu,%d,%u,%lld,%u,%.17g,%lld",
-      static_cast<unsigned long long>(s.failure_threshold),
-      static_cast<long long>(nanos_to_ms(s.recovery_timeout)),
-      s.rate_rule ? s.failure_rate_threshold : -1.0,
-      s.slow_rule ? s.slow_call_rate_threshold : -1.0,
-      static_cast<unsigned long long>(s.minimum_calls), time ? 1 : 0, s.window_calls,
-      static_cast<long long>(time ? nanos_to_ms(s.window_bucket * kTimeWindowBuckets)
-                                  : 0),
-      s.half_open_max_calls, s.backoff_multiplier,
-      static_cast<long long>(nanos_to_ms(s.max_recovery_timeout)));
-  return buf;
+  std::string out;
+  out.reserve(11 * 8);
+  fleet_pack_double(out, static_cast<double>(s.failure_threshold));
+  fleet_pack_int(out, nanos_to_ms(s.recovery_timeout));
+  fleet_pack_double(out, s.rate_rule ? s.failure_rate_threshold : -1.0);
+  fleet_pack_double(out, s.slow_rule ? s.slow_call_rate_threshold : -1.0);
+  fleet_pack_double(out, static_cast<double>(s.minimum_calls));
+  fleet_pack_int(out, time ? 1 : 0);
+  fleet_pack_int(out, s.window_calls);
+  fleet_pack_int(out, time ? nanos_to_ms(s.window_bucket * kTimeWindowBuckets) : 0);
+  fleet_pack_int(out, s.half_open_max_calls);
+  fleet_pack_double(out, s.backoff_multiplier);
+  fleet_pack_int(out, nanos_to_ms(s.max_recovery_timeout));
+  return out;
 }
 
 // What one process tells the fleet about one breaker in one sync.
@@ -73,38 +101,47 @@ struct FleetReport {
   // apply() compares against (the local copy may have moved since).
   std::uint64_t built_generation = 0, built_failures = 0;
 
-  // The script's values for this breaker (fleet/script.hpp, SYNC), after the
-  // configuration's fingerprint and rules.
+  // The script's values for this breaker (fleet/script.hpp, SYNC): the
+  // process's part of the id, the packed report (its serial, its values,
+  // then `rules`, fleet_rules()), the probes, the configuration's
+  // fingerprint. An id is "<process>.<serial>" (FleetMember::build()).
   void append_args(std::vector<std::string>& out, const std::string& fingerprint,
                    const std::string& rules) const {
-    auto u = [](std::uint64_t v) { return std::to_string(v); };
-    out.push_back(id);
-    out.push_back(u(known_generation));
-    out.push_back(u(delta.calls));
-    out.push_back(u(delta.failures));
-    out.push_back(u(delta.slow));
-    out.push_back(u(delta.successes));
-    out.push_back(u(delta.rejected));
-    out.push_back(u(consecutive_failures));
-    out.push_back(std::to_string(static_cast<int>(state)));
-    out.push_back(tripped ? "1" : "0");
-    out.push_back(std::to_string(open_elapsed_ms));
-    out.push_back(std::to_string(open_ms));
-    out.push_back(u(consecutive_opens));
-    out.push_back(std::to_string(static_cast<int>(command)));
+    const std::size_t dot = id.rfind('.');
+    std::int64_t serial = 0;
+    if (dot != std::string::npos) {
+      serial = static_cast<std::int64_t>(std::strtoull(id.c_str() + dot + 1, nullptr, 10));
+    }
+    out.push_back(dot == std::string::npos || serial <= 0 ? std::string() : id.substr(0, dot));
+    std::string p;
+    p.reserve(15 * 8 + rules.size());
+    fleet_pack_int(p, serial);
+    fleet_pack_int(p, fleet_count(known_generation));
+    fleet_pack_int(p, fleet_count(delta.calls));
+    fleet_pack_int(p, fleet_count(delta.failures));
+    fleet_pack_int(p, fleet_count(delta.slow));
+    fleet_pack_int(p, fleet_count(delta.successes));
+    fleet_pack_int(p, fleet_count(delta.rejected));
+    fleet_pack_int(p, fleet_count(consecutive_failures));
+    fleet_pack_int(p, static_cast<int>(state));
+    fleet_pack_int(p, tripped ? 1 : 0);
+    fleet_pack_int(p, open_elapsed_ms);
+    fleet_pack_int(p, open_ms);
+    fleet_pack_int(p, fleet_count(consecutive_opens));
+    fleet_pack_int(p, static_cast<int>(command));
+    fleet_pack_double(p, jitter_factor);
+    p += rules;
+    out.push_back(std::move(p));
     out.push_back(probes);
     out.push_back(fingerprint);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6f", jitter_factor);
-    out.push_back(buf);
-    out.push_back(rules);
   }
-  static constexpr int kArgs = 18;
+  static constexpr int kArgs = 4;
 };
 
-// What the script says back about one breaker.
+// What the script says back about one breaker: one text,
+// "ok,g,s,open elapsed,od,o,cf,tc,tf" or "cfg,<the fleet's cfg>".
 struct FleetReply {
-  static constexpr int kFields = 10;
+  static constexpr int kFields = 1;
   bool config_differs = false;
   std::string fleet_config;  // when it differs
   std::uint64_t generation = 0;
@@ -113,25 +150,28 @@ struct FleetReply {
   std::uint64_t consecutive_opens = 0, consecutive_failures = 0;
   std::uint64_t fleet_calls = 0, fleet_failures = 0;
 
-  // From the script's ten strings; false when they are not what it sends.
-  bool parse(const std::string* v) {
-    auto num = [](const std::string& s, std::int64_t& out) {
-      char* end = nullptr;
-      out = std::strtoll(s.c_str(), &end, 10);
-      return !s.empty() && end != nullptr && *end == '\0';
-    };
-    if (v[0] == "cfg") {
+  // From the script's reply (kFields strings); false when it is not what
+  // the script sends.
+  bool parse(const std::string* v) { return parse_text(v[0]); }
+
+  bool parse_text(const std::string& text) {
+    if (text.compare(0, 4, "cfg,") == 0) {
       config_differs = true;
-      fleet_config = v[9];
+      fleet_config = text.substr(4);
       return true;
     }
-    if (v[0] != "ok") return false;
+    if (text.compare(0, 3, "ok,") != 0) return false;
     std::int64_t x[8];
+    const char* p = text.c_str() + 3;
     for (int i = 0; i < 8; ++i) {
-      if (!num(v[i + 1], x[i])) return false;
+      char* end = nullptr;
+      errno = 0;
+      x[i] = std::strtoll(p, &end, 10);
+      if (end == p || errno != 0 || *end != (i < 7 ? ',' : '\0')) return false;
+      p = end + (i < 7 ? 1 : 0);
     }
     if (x[1] < 0 || x[1] >= kStateCount) return false;
-    generation = static_cast<std::uint64_t>(x[0]);
+    generation = static_cast<std::uint64_t>(x[0] < 0 ? 0 : x[0]);
     state = static_cast<State>(x[1]);
     open_elapsed_ms = x[2];
     open_ms = x[3];

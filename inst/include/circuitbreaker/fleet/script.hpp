@@ -7,10 +7,9 @@
 // Keys of breaker `name` under `prefix` (redis/keys.hpp's fleet_key(): a
 // format version, then a hash tag holding the encoded prefix and name, so
 // that Redis Cluster keeps one breaker in one slot; written K below):
-//   K = cb1:{prefix:name}  hash: the fleet state (fields below)
-//   K:w                    list: the fleet's window, one "t,calls,failures,slow"
-//                          entry per report (a count window's oldest entry is
-//                          cut down so that it holds window_size calls)
+//   K = cb2:{prefix:name}  hash: v the fleet state, packed (below); cfg the
+//                          configuration (identity); w the fleet's window,
+//                          packed (below)
 //   K:b                    hash: per process, the serial of the last report
 //                          applied (a retried report is not counted twice)
 //   K:p:<slot>             a probe lease, holding its caller's token
@@ -19,286 +18,341 @@
 //                          check, redis/fleet_handle.hpp; removed with the
 //                          others by breaker_store_unlink())
 // Every key a script touches is declared in its KEYS (redis/keys.hpp's
-// fleet_script_keys(): K, K:w, K:b, then K:p:0 ... K:p:<half_open_max_calls
-// - 1>), and one call touches the keys of one breaker only when it is given
+// fleet_script_keys(): K, K:b, then K:p:0 ... K:p:<half_open_max_calls -
+// 1>), and one call touches the keys of one breaker only when it is given
 // one breaker's: they share a hash tag, so a call per breaker is what Redis
 // Cluster can run. Every key expires between 7/8 `ttl` and `ttl`
 // milliseconds after the last report: a key gets its time to live when it
-// is made, and all of a breaker's keys get it again by the first report
-// after `ttl` / 8 since they last did (field ex), not by every report (three
-// PEXPIREs per breaker per sync were a fifth of a busy sync's Redis time).
+// is made, and the breaker's keys get it again by the first report after
+// `ttl` / 8 since they last did (ex), not by every report.
 //
-// Hash fields: g generation, s state (State's codes: 0 closed, 1 open,
-// 2 half-open, 3 forced open, 4 disabled), oa opened at (ms of Redis TIME),
-// od open duration (ms), o consecutive opens, cf consecutive failures,
-// ps probe successes, wc/wf/ws the window's calls, failures and slow calls,
-// tc/tf/ts/tr/to the fleet's totals (calls, failures, slow, rejected, times
-// opened), cfg the configuration (identity), and the rules: ft
-// failure_threshold (0 off), rt recovery_timeout (ms), fr / sr the failure and
-// slow rate thresholds (-1 off), mc minimum_calls, wt window type (0 count,
-// 1 time), wn count window size, wms time window length (ms), hm
-// half_open_max_calls, bm backoff_multiplier, mx max_recovery_timeout (ms);
-// ex when the keys last got their time to live (ms of Redis TIME). The
-// rules are written when the state is made, for every version's reading;
-// this version takes them from the report (its csv), which says the same
-// whenever the reporter's cfg is the one kept (cfg covers every setting).
+// Why packed: a busy sync's Redis time is the script's, and most of it goes
+// to moving values between Redis and Lua (each hash field read or written,
+// each redis.call(), each ARGV string turned into a number) rather than to
+// the rules. So a breaker's state is one string of fixed-width numbers
+// (Lua's struct library, as Redis ships it), read with one HMGET together
+// with cfg and w and written with one HSET; a report is one such string
+// (fleet/protocol.hpp's FleetReport::append_args()), a reply one short
+// text. A busy report costs Redis four calls (HMGET, HGET and HSET of its
+// serial, HSET), whatever the window holds. kFleetReadScript unpacks a
+// breaker's state for people and tests.
+//
+// v (kFleetStateFormat, 18 little-endian 64-bit integers): g generation, s
+// state (State's codes: 0 closed, 1 open, 2 half-open, 3 forced open, 4
+// disabled), oa opened at (ms of Redis TIME), od open duration (ms), o
+// consecutive opens, cf consecutive failures, ps probe successes, wc/wf/ws
+// the window's calls, failures and slow calls, tc/tf/ts/tr/to the fleet's
+// totals (calls, failures, slow, rejected, times opened), ex when the keys
+// last got their time to live (ms of Redis TIME; 0 never), hm
+// half_open_max_calls (the lease script's slots), xc the calls cut from the
+// window's oldest report (below).
+//
+// w: one entry per report counted (kFleetWindowEntry: Redis TIME in ms,
+// calls, failures, slow calls), oldest first. A time window drops the
+// entries older than its length. A count window holds window_size calls:
+// it drops whole oldest entries while the rest hold enough, and cuts the
+// oldest one kept down to what is left of it (xc of its calls cut), which
+// then counts its share of failed and slow calls, rounded (reports of many
+// calls would otherwise make the window larger than window_size). A count
+// window that holds at most window_size calls has nothing to trim.
+//
+// The rules come with every report (its packed rules: failure_threshold
+// (0 off), recovery_timeout (ms), the failure and slow rate thresholds (-1
+// off), minimum_calls, the window type (0 count, 1 time), the count
+// window's size, the time window's length (ms), half_open_max_calls,
+// backoff_multiplier, max_recovery_timeout (ms)); they are the same for
+// every report the fleet applies, because cfg, which every applied report
+// matches, covers every setting.
 #ifndef CIRCUITBREAKER_FLEET_SCRIPT_HPP
 #define CIRCUITBREAKER_FLEET_SCRIPT_HPP
 
 namespace circuitbreaker {
 
+// The packed formats (Lua struct's format strings; '<' little-endian, i8 a
+// signed 64-bit integer, d a double). fleet/protocol.hpp writes the report
+// and reads nothing packed; the scripts below read and write the rest.
+// v: g s oa od o cf ps wc wf ws tc tf ts tr to ex hm xc.
+#define CIRCUITBREAKER_FLEET_STATE "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8"
+// w's entries: t calls failures slow.
+#define CIRCUITBREAKER_FLEET_WINDOW_ENTRY "<i8i8i8i8"
+// A report: serial, known generation, calls, failures, slow, successes,
+// rejected, the local run of failures, local state, tripped (0/1), open
+// elapsed (ms), open duration (ms), consecutive opens, command, jitter
+// factor; then the rules: failure_threshold, recovery_timeout (ms),
+// failure rate, slow rate, minimum_calls, window type, window size, window
+// length (ms), half_open_max_calls, backoff_multiplier,
+// max_recovery_timeout (ms).
+#define CIRCUITBREAKER_FLEET_REPORT \
+  "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8d" "di8dddi8i8i8i8di8"
+inline constexpr int kFleetStateBytes = 18 * 8;
+inline constexpr int kFleetWindowEntryBytes = 4 * 8;
+inline constexpr int kFleetReportBytes = 26 * 8;
+// Where half_open_max_calls is in a report (1-based, as Lua counts).
+inline constexpr int kFleetReportLeaseSlotsAt = 23 * 8 + 1;
+
+#define CIRCUITBREAKER_FLEET_LUA_FORMATS                                       \
+  "local VF = '" CIRCUITBREAKER_FLEET_STATE "'\n"                              \
+  "local WF = '" CIRCUITBREAKER_FLEET_WINDOW_ENTRY "'\n"                       \
+  "local RF = '" CIRCUITBREAKER_FLEET_REPORT "'\n"                             \
+  "local VB, WB, RB = 144, 32, 208\n"
+
 // SYNC: one call per sync for the breakers of a process that have
 // something to say or to learn (redis/sync.hpp).
-// KEYS: each breaker's keys in turn (fleet_script_keys(): 3 +
+// KEYS: each breaker's keys in turn (fleet_script_keys(): 2 +
 // half_open_max_calls of them, the number its rules give). ARGV[1] ttl (ms),
-// ARGV[2] the events channel, ARGV[3] the number of values per breaker, then
-// those values (fleet/protocol.hpp's FleetReport::append_args(), in that
-// order). Reply: ten values per breaker (fleet/protocol.hpp's FleetReply).
-inline constexpr const char* kFleetSyncScript = R"LUA(
+// ARGV[2] the events channel, ARGV[3] the number of values per breaker (4),
+// then those values (fleet/protocol.hpp's FleetReport::append_args(), in
+// that order: the process's id ("" for a report without counts), the packed
+// report, its settled probes, cfg). Reply: one text per breaker
+// (fleet/protocol.hpp's FleetReply): "ok,g,s,open elapsed,od,o,cf,tc,tf",
+// or "cfg,<the fleet's cfg>" when the breaker's configuration is not the
+// fleet's.
+inline constexpr const char* kFleetSyncScript = CIRCUITBREAKER_FLEET_LUA_FORMATS R"LUA(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
 local channel = ARGV[2]
 local F = tonumber(ARGV[3])
+local nb = math.floor((#ARGV - 3) / F)
 local out = {}
 
--- Each breaker's keys, as declared: KEYS from c on, its rules' csv giving
--- the number of lease keys (half_open_max_calls, the ninth value). Keys not
--- named as fleet_script_keys() names them are an error, not a guess.
-local groups = {}
+-- Each breaker's keys, as declared: KEYS from c on, its report giving the
+-- number of lease keys (half_open_max_calls). Keys not named as
+-- fleet_script_keys() names them, or a report of another size, are an
+-- error before anything is written, not a guess.
+local bad = 'ERR sync: KEYS do not match the reports'
+if F ~= 4 or nb * F ~= #ARGV - 3 then return redis.error_reply(bad) end
+local first = {}
 local c = 1
-for i = 1, math.floor((#ARGV - 3) / F) do
-  local r = {}
-  for v in string.gmatch(ARGV[3 + i * F], '[^,]+') do r[#r + 1] = tonumber(v) end
-  local n = r[9]
+for i = 1, nb do
+  local pk = ARGV[3 + (i - 1) * F + 2]
+  if #pk ~= RB then return redis.error_reply(bad) end
+  local n = struct.unpack('<i8', pk, 185)  -- kFleetReportLeaseSlotsAt
   local k = KEYS[c]
-  if #r ~= 11 or not n or not k or KEYS[c + 1] ~= k .. ':w' or KEYS[c + 2] ~= k .. ':b' then
-    return redis.error_reply('ERR sync: KEYS do not match the reports')
-  end
-  local lease = {}
+  if n < 1 or n > 64 or not k or KEYS[c + 1] ~= k .. ':b' then return redis.error_reply(bad) end
   for slot = 0, n - 1 do
-    lease[slot] = KEYS[c + 3 + slot]
-    if lease[slot] ~= k .. ':p:' .. slot then
-      return redis.error_reply('ERR sync: KEYS do not match the reports')
-    end
+    if KEYS[c + 2 + slot] ~= k .. ':p:' .. slot then return redis.error_reply(bad) end
   end
-  groups[i] = {k = k, w = KEYS[c + 1], b = KEYS[c + 2], p = lease, n = n,
-               R = {ft = r[1], rt = r[2], fr = r[3], sr = r[4], mc = r[5], wt = r[6], wn = r[7],
-                    wms = r[8], hm = r[9], bm = r[10], mx = r[11]}}
-  c = c + 3 + n
+  first[i] = c
+  c = c + 2 + n
 end
-if c ~= #KEYS + 1 then return redis.error_reply('ERR sync: KEYS do not match the reports') end
+if c ~= #KEYS + 1 then return redis.error_reply(bad) end
 
--- A breaker's hash is read with one HMGET of these fields (its state, its
--- configuration, its totals, when its keys last got their time to live),
--- and written back with one HSET: each redis.call() costs microseconds of
--- its own, so the fewer per breaker, the less Redis a busy sync costs.
-local FIELDS = {'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'cfg',
-                'tc', 'tf', 'ts', 'tr', 'to', 'ex'}
--- Counts as Redis keeps them (tostring() would write 1e+15).
-local function count(x) return string.format('%.0f', x) end
+-- One breaker's values while its report is applied: the script's locals,
+-- so that the helpers below are made once per call, not once per breaker
+-- (making closures is a good part of a busy report's time in Lua).
+local c, k, kb
+local serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen
+local lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx
+local g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc, w
+local moved
 
-for i, grp in ipairs(groups) do
-  local k = grp.k
+local function clear_window()
+  w = ''
+  wc, wf, ws, xc = 0, 0, 0, 0
+end
+local function clear_leases()
+  for slot = 0, hm - 1 do redis.call('DEL', KEYS[c + 2 + slot]) end
+end
+local function move(to_state)
+  s = to_state
+  g = g + 1
+  ps = 0
+  moved = true
+end
+-- recovery_timeout * backoff^(opens - 1), capped, times the jitter factor
+-- (rules.hpp's open_duration_for()).
+local function trip(at, duration)
+  move(1)
+  o = o + 1
+  oa = at
+  if duration then
+    od = duration
+  else
+    local d = rt
+    if d > 0 and bm ~= 1 and o > 1 then d = d * bm ^ (o - 1) end
+    if d > mx then d = mx end
+    od = math.floor(d * jf + 0.5)
+  end
+  to = to + 1
+  clear_leases()
+end
+local function close()
+  move(0)
+  cf, o = 0, 0
+  clear_window()
+  clear_leases()
+end
+-- A probe's outcome in the half-open period: a failure re-opens (for the
+-- open period the prober asked, when it gave one), a success counts towards
+-- closing; 'i' (ignored, released) says nothing.
+local function probe_outcome(res, pod)
+  if res == 'f' then
+    trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
+  elseif res == 's' then
+    ps = ps + 1
+    if ps >= hm then close() end
+  end
+end
+
+for i = 1, nb do
+  c = first[i]
+  k, kb = KEYS[c], KEYS[c + 1]
   local b = 3 + (i - 1) * F
-  local a = function(j) return ARGV[b + j] end
-  local id, mygen = a(1), tonumber(a(2))
-  local calls, fails, slow, succ, rej = tonumber(a(3)), tonumber(a(4)), tonumber(a(5)),
-    tonumber(a(6)), tonumber(a(7))
-  local tail, lstate, tripped = tonumber(a(8)), tonumber(a(9)), a(10) == '1'
-  local lelapsed, lopen, lopens = tonumber(a(11)), tonumber(a(12)), tonumber(a(13))
-  local cmd, probes, cfg, jf = tonumber(a(14)), a(15), a(16), tonumber(a(17))
-  local rules_csv = a(18)
-  local status = 'ok'
-  local moved = false
+  local proc, probes, cfg = ARGV[b + 1], ARGV[b + 3], ARGV[b + 4]
+  serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen,
+    lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx = struct.unpack(RF, ARGV[b + 2])
+  moved = false
 
-  local h = redis.call('HMGET', k, unpack(FIELDS))
-  if not h[1] then
-    -- Absent (new, expired, or Redis restarted empty): rebuilt from this
-    -- report, so a restart keeps the fleet's state.
-    local r = {}
-    for v in string.gmatch(rules_csv, '[^,]+') do r[#r + 1] = v end
-    local g0 = mygen > 0 and mygen or 1
-    local s0, oa0, od0 = lstate, 0, 0
-    if s0 == 1 then oa0 = now - lelapsed; od0 = lopen end
-    if s0 == 2 then s0 = 1; oa0 = now; od0 = 0 end
-    redis.call('HSET', k, 'g', g0, 's', s0, 'oa', oa0, 'od', od0, 'o', lopens, 'cf', 0, 'ps', 0,
-      'wc', 0, 'wf', 0, 'ws', 0, 'tc', 0, 'tf', 0, 'ts', 0, 'tr', 0, 'to', 0, 'cfg', cfg,
-      'ft', r[1], 'rt', r[2], 'fr', r[3], 'sr', r[4], 'mc', r[5], 'wt', r[6], 'wn', r[7],
-      'wms', r[8], 'hm', r[9], 'bm', r[10], 'mx', r[11])
-    redis.call('DEL', grp.w)
-    h = {g0, s0, oa0, od0, lopens, 0, 0, 0, 0, 0, cfg, 0, 0, 0, 0, 0}  -- ex: nil, set below
-    mygen = g0  -- the report that rebuilds the state is current
+  local h = redis.call('HMGET', k, 'v', 'cfg', 'w')
+  local made = false
+  w = h[3] or ''
+  if h[1] and #h[1] == VB then
+    g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc = struct.unpack(VF, h[1])
+  else
+    -- Absent (new, expired, or Redis restarted empty), or not this
+    -- format's: rebuilt from this report, so a restart keeps the fleet's
+    -- state.
+    g = mygen > 0 and mygen or 1
+    s, oa, od = lstate, 0, 0
+    if s == 1 then oa = now - lelapsed; od = lopen end
+    if s == 2 then s = 1; oa = now; od = 0 end
+    o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, xc = lopens, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+    w = ''
+    h[2] = cfg
+    made = true
+    mygen = g  -- the report that rebuilds the state is current
   end
 
-  if h[11] ~= cfg then
-    out[#out + 1] = 'cfg'
-    for j = 2, 9 do out[#out + 1] = '0' end
-    out[#out + 1] = h[11] or ''
+  if h[2] ~= cfg then
+    out[i] = 'cfg,' .. (h[2] or '')
   else
-    local g, s, oa, od, o, cf, ps = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]),
-      tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7])
-    local wc, wf, ws = tonumber(h[8]), tonumber(h[9]), tonumber(h[10])
-    local tc, tf, ts, tr, to = tonumber(h[12]) or 0, tonumber(h[13]) or 0,
-      tonumber(h[14]) or 0, tonumber(h[15]) or 0, tonumber(h[16]) or 0
-    local R = grp.R
-    local wkey = grp.w
+    local w0 = w
     -- The keys get their time to live again when they last did ttl / 8 ago
-    -- or more (or never, or Redis's clock went back); keys made meanwhile
-    -- get it as they are made (RPUSH of a new window, a new process's serial).
-    local ex = tonumber(h[17])
-    local refresh = not ex or now - ex >= ttl / 8 or now < ex
+    -- or more (or never, or Redis's clock went back); K:b, when made
+    -- meanwhile, gets it as it is made.
+    local refresh = ex == 0 or now - ex >= ttl / 8 or now < ex
 
-    local function clear_window()
-      redis.call('DEL', wkey)
-      wc, wf, ws = 0, 0, 0
-    end
-    local function clear_leases()
-      for slot = 0, math.min(R.hm, grp.n) - 1 do redis.call('DEL', grp.p[slot]) end
-    end
-    local function move(to)
-      s = to
-      g = g + 1
-      ps = 0
-      moved = true
-    end
-    -- recovery_timeout * backoff^(opens - 1), capped, times the jitter
-    -- factor (rules.hpp's open_duration_for()).
-    local function trip(at, duration)
-      move(1)
-      o = o + 1
-      oa = at
-      if duration then
-        od = duration
-      else
-        local d = R.rt
-        if d > 0 and R.bm ~= 1 and o > 1 then d = d * R.bm ^ (o - 1) end
-        if d > R.mx then d = R.mx end
-        od = math.floor(d * jf + 0.5)
-      end
-      to = to + 1
-      clear_leases()
-    end
-    local function close()
-      move(0)
-      cf, o = 0, 0
-      clear_window()
-      clear_leases()
-    end
-
-    -- 1. A report is applied once. Its id is "<process>.<serial>": a process
-    -- sends its reports of a breaker in order and builds the next only once
-    -- the last was applied, so the highest serial applied per process is
-    -- enough (a retry after a timeout finds it and adds nothing).
+    -- 1. A report is applied once. Its id is the process's id and a
+    -- serial: a process sends its reports of a breaker in order and builds
+    -- the next only once the last was applied, so the highest serial
+    -- applied per process is enough (a retry after a timeout finds it and
+    -- adds nothing).
     local fresh = false
-    if id ~= '' then
-      local proc, serial = string.match(id, '^(.*)%.(%d+)$')
-      serial = tonumber(serial)
-      if proc and serial then
-        local seen = tonumber(redis.call('HGET', grp.b, proc)) or 0
-        if serial > seen then
-          if redis.call('HSET', grp.b, proc, serial) == 1 and not refresh then
-            redis.call('PEXPIRE', grp.b, ttl)
-          end
-          fresh = true
+    if proc ~= '' and serial > 0 then
+      local seen = tonumber(redis.call('HGET', kb, proc)) or 0
+      if serial > seen then
+        if redis.call('HSET', kb, proc, serial) == 1 and not refresh then
+          redis.call('PEXPIRE', kb, ttl)
         end
+        fresh = true
       end
     end
 
     -- 2. Manual control, fleet-wide, whatever the generation.
-    if fresh and cmd == 1 and s ~= 3 then move(3); clear_leases() end
-    if fresh and cmd == 2 and s ~= 4 then move(4); clear_leases() end
-    if fresh and cmd == 3 then move(0); cf, o = 0, 0; clear_window(); clear_leases() end
-    if fresh and cmd == 4 and s == 1 and mygen == g then close() end
-
-    -- A probe's outcome in the half-open period: a failure re-opens (for
-    -- the open period the prober asked, when it gave one), a success
-    -- counts towards closing; 'i' (ignored, released) says nothing.
-    local function probe_outcome(res, pod)
-      if res == 'f' then
-        trip(now, tonumber(pod) >= 0 and tonumber(pod) or nil)
-      elseif res == 's' then
-        ps = ps + 1
-        if ps >= R.hm then close() end
-      end
+    if fresh and cmd ~= 0 then
+      if cmd == 1 and s ~= 3 then move(3); clear_leases() end
+      if cmd == 2 and s ~= 4 then move(4); clear_leases() end
+      if cmd == 3 then move(0); cf, o = 0, 0; clear_window(); clear_leases() end
+      if cmd == 4 and s == 1 and mygen == g then close() end
     end
 
-    -- 3. Probe results: a lease counts once (compare and delete), and only
-    -- in the half-open period it was taken in.
-    for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
-      local lk = grp.p[tonumber(slot)]
-      if lk and redis.call('GET', lk) == token then
-        redis.call('DEL', lk)
-        if tonumber(pg) == g and s == 2 then probe_outcome(res, pod) end
+    if probes ~= '' then
+      -- 3. Probe results: a lease counts once (compare and delete), and
+      -- only in the half-open period it was taken in.
+      for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
+        slot = tonumber(slot)
+        local lk = slot < hm and KEYS[c + 2 + slot]
+        if lk and redis.call('GET', lk) == token then
+          redis.call('DEL', lk)
+          if tonumber(pg) == g and s == 2 then probe_outcome(res, pod) end
+        end
+      end
+
+      -- 3b. Probes a process sent on its local rules while it could not
+      -- reach Redis ("L<generation>/s|f/open_ms;"), counted once with their
+      -- report (not a second count of section 3's: those carry a lease, a
+      -- slot and a token, and match only its pattern). One counts as a
+      -- probe of the half-open period that follows the open period it was
+      -- sent at the end of: the fleet still open in generation
+      -- <generation> (it turns half-open now: that process saw the period
+      -- end, on its copy of the fleet's times), or half-open from it
+      -- (generation + 1). Else the fleet moved on, and the probe says
+      -- nothing about its state.
+      for lg, res, pod in string.gmatch(probes, 'L(%d+)/(%a)/(%-?%d+);') do
+        lg = tonumber(lg)
+        if fresh and ((s == 1 and g == lg) or (s == 2 and g == lg + 1)) then
+          if s == 1 then move(2) end
+          probe_outcome(res, pod)
+        end
       end
     end
-
-    -- 3b. Probes a process sent on its local rules while it could not
-    -- reach Redis ("L<generation>/s|f/open_ms;"), counted once with their
-    -- report (not a second count of section 3's: those carry a lease, a
-    -- slot and a token, and match only its pattern). One counts as a probe
-    -- of the half-open period that follows the open period it was sent at
-    -- the end of: the fleet still open in generation <generation> (it turns
-    -- half-open now: that process saw the period end, on its copy of the
-    -- fleet's times), or half-open from it (generation + 1). Else the fleet
-    -- moved on, and the probe says nothing about its state.
-    for lg, res, pod in string.gmatch(probes, 'L(%d+)/(%a)/(%-?%d+);') do
-      lg = tonumber(lg)
-      if fresh and ((s == 1 and g == lg) or (s == 2 and g == lg + 1)) then
-        if s == 1 then move(2) end
-        probe_outcome(res, pod)
-      end
-    end
-
     -- 4. Counts. The totals take every report; the rules' counts only a
     -- report of the current generation in CLOSED (the generation fence).
+    -- The window only when a rate rule reads it: without one it would cost
+    -- every busy report the most of its time, for nothing.
+    local windowed = fr >= 0 or sr >= 0
     if fresh then
       tc, tf, ts, tr = tc + calls, tf + fails, ts + slow, tr + rej
       if mygen == g and s == 0 and calls > 0 then
         if succ > 0 then cf = tail else cf = cf + fails end
-        if redis.call('RPUSH', wkey, now .. ',' .. calls .. ',' .. fails .. ',' .. slow) == 1 and
-            not refresh then
-          redis.call('PEXPIRE', wkey, ttl)
+        if windowed then
+          -- A report joins the newest entry while that holds fewer than
+          -- 1/32 of a count window's calls, or began less than 1/32 of a
+          -- time window ago (not the oldest entry, whose share may be cut):
+          -- so a window has about 32 entries however small the reports,
+          -- and costs each report the same.
+          local n, joined = #w, false
+          if n >= 2 * WB then
+            local lt, lc, lf, ls = struct.unpack(WF, w, n - WB + 1)
+            if (wt == 1 and now - lt < wms / 32) or (wt ~= 1 and lc < wn / 32) then
+              w = string.sub(w, 1, n - WB) .. struct.pack(WF, lt, lc + calls, lf + fails, ls + slow)
+              joined = true
+            end
+          end
+          if not joined then w = w .. struct.pack(WF, now, calls, fails, slow) end
+          wc, wf, ws = wc + calls, wf + fails, ws + slow
         end
-        wc, wf, ws = wc + calls, wf + fails, ws + slow
       end
     end
-    -- Trim the window: a count window keeps the newest reports that hold
-    -- window_size calls; a time window the reports of its length. A count
-    -- window that holds at most window_size calls has nothing to trim.
-    if s == 0 and (R.wt == 1 or wc > R.wn) then
+    -- Trim the window: a time window drops the entries older than its
+    -- length; a count window keeps the newest that hold window_size calls,
+    -- the oldest kept cut down to what is left of it (xc of its calls cut,
+    -- its failed and slow calls in proportion, rounded).
+    if s == 0 and windowed and (wt == 1 or wc > wn) then
+      local pos, len = 1, #w
       while wc > 0 do
-        local first = redis.call('LINDEX', wkey, 0)
-        if not first then wc, wf, ws = 0, 0, 0; break end
-        local ft, fc, ff, fs = string.match(first, '(%-?%d+),(%d+),(%d+),(%d+)')
-        ft, fc, ff, fs = tonumber(ft), tonumber(fc), tonumber(ff), tonumber(fs)
-        local drop
-        if R.wt == 1 then drop = ft <= now - R.wms else drop = wc - fc >= R.wn end
-        if not drop then break end
-        redis.call('LPOP', wkey)
-        wc, wf, ws = wc - fc, wf - ff, ws - fs
+        if pos + WB - 1 > len then wc, wf, ws, xc = 0, 0, 0, 0; break end
+        local et, ec, ef, es = struct.unpack(WF, w, pos)
+        local left = ec - xc
+        local kf, ks = ef, es
+        if xc > 0 then
+          kf, ks = math.floor(ef * left / ec + 0.5), math.floor(es * left / ec + 0.5)
+        end
+        local over = wc - wn
+        if wt == 1 then
+          if et > now - wms then break end
+        elseif over <= 0 then
+          break
+        elseif over < left then
+          left = left - over
+          local nf, ns = math.floor(ef * left / ec + 0.5), math.floor(es * left / ec + 0.5)
+          wc, wf, ws = wc - over, wf - kf + nf, ws - ks + ns
+          xc = xc + over
+          break
+        end
+        pos = pos + WB
+        wc, wf, ws, xc = wc - left, wf - kf, ws - ks, 0
       end
-      -- A count window holds window_size calls: the oldest report kept is cut
-      -- down to what is left of it, keeping its shares of failed and slow
-      -- calls (reports of many calls would otherwise make the window
-      -- larger than window_size).
-      if R.wt ~= 1 and wc > R.wn then
-        local first = redis.call('LINDEX', wkey, 0)
-        local ft, fc, ff, fs = string.match(first, '(%-?%d+),(%d+),(%d+),(%d+)')
-        fc, ff, fs = tonumber(fc), tonumber(ff), tonumber(fs)
-        local keep = fc - (wc - R.wn)
-        local kf = math.floor(ff * keep / fc + 0.5)
-        local ks = math.floor(fs * keep / fc + 0.5)
-        redis.call('LSET', wkey, 0, ft .. ',' .. keep .. ',' .. kf .. ',' .. ks)
-        wc, wf, ws = wc - fc + keep, wf - ff + kf, ws - fs + ks
-      end
+      if pos > 1 then w = string.sub(w, pos) end
+      if wc <= 0 then clear_window() end
     end
 
     -- 5. A local trip (this process opened on its own counts): it opens the
     -- fleet if the fleet has not moved since this process last looked; when
     -- the fleet is open already, the later open-until wins. opened_at comes
     -- from the trip itself (now - elapsed), never from an observer.
-    if tripped and lstate == 1 then
+    if tripped == 1 and lstate == 1 then
       if s == 0 and mygen == g then
         trip(now - lelapsed, lopen)
       elseif s == 1 and now - lelapsed + lopen > oa + od then
@@ -309,33 +363,30 @@ for i, grp in ipairs(groups) do
     -- 6. The fleet's trip rules, on the fleet's counts (rules.hpp's
     -- should_trip()).
     if s == 0 then
-      local open = R.ft > 0 and cf >= R.ft
-      if not open and (R.fr >= 0 or R.sr >= 0) and wc > 0 and wc >= R.mc then
-        open = (R.fr >= 0 and wf / wc >= R.fr) or (R.sr >= 0 and ws / wc >= R.sr)
+      local open = ft > 0 and cf >= ft
+      if not open and (fr >= 0 or sr >= 0) and wc > 0 and wc >= mc then
+        open = (fr >= 0 and wf / wc >= fr) or (sr >= 0 and ws / wc >= sr)
       end
       if open then trip(now, nil) end
     end
 
-    redis.call('HSET', k, 'g', g, 's', s, 'oa', oa, 'od', od, 'o', o, 'cf', cf, 'ps', ps,
-      'wc', wc, 'wf', wf, 'ws', ws, 'tc', count(tc), 'tf', count(tf), 'ts', count(ts),
-      'tr', count(tr), 'to', count(to), 'ex', refresh and now or ex)
+    local v = struct.pack(VF, g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to,
+      refresh and now or ex, hm, xc)
+    if made then
+      redis.call('HSET', k, 'v', v, 'cfg', cfg, 'w', w)
+    elseif w ~= w0 then
+      redis.call('HSET', k, 'v', v, 'w', w)
+    else
+      redis.call('HSET', k, 'v', v)
+    end
     if refresh then
       redis.call('PEXPIRE', k, ttl)
-      redis.call('PEXPIRE', wkey, ttl)
-      redis.call('PEXPIRE', grp.b, ttl)
+      redis.call('PEXPIRE', kb, ttl)
     end
     if moved then redis.call('PUBLISH', channel, k) end
 
-    out[#out + 1] = status
-    out[#out + 1] = tostring(g)
-    out[#out + 1] = tostring(s)
-    out[#out + 1] = tostring(s == 1 and (now - oa) or 0)
-    out[#out + 1] = tostring(od)
-    out[#out + 1] = tostring(o)
-    out[#out + 1] = tostring(cf)
-    out[#out + 1] = count(tc)
-    out[#out + 1] = count(tf)
-    out[#out + 1] = ''
+    out[i] = string.format('ok,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f', g, s,
+      s == 1 and (now - oa) or 0, od, o, cf, tc, tf)
   end
 end
 return out
@@ -349,7 +400,7 @@ return out
 // earliest lease expires}; {'state', g, s, open elapsed ms, open ms, opens,
 // failures} when the fleet is not half-open; {'absent'} when the breaker has
 // no fleet state (the next sync rebuilds it).
-inline constexpr const char* kFleetLeaseScript = R"LUA(
+inline constexpr const char* kFleetLeaseScript = CIRCUITBREAKER_FLEET_LUA_FORMATS R"LUA(
 local k = KEYS[1]
 for slot = 0, #KEYS - 2 do
   if KEYS[2 + slot] ~= k .. ':p:' .. slot then
@@ -358,25 +409,26 @@ for slot = 0, #KEYS - 2 do
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', k, 'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'hm')
-if not h[1] then return {'absent'} end
-local g, s, oa, od, o, cf, ps, hm = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]),
-  tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7]), tonumber(h[8])
+local packed = redis.call('HGET', k, 'v')
+if not packed or #packed ~= VB then return {'absent'} end
+local v = {struct.unpack(VF, packed)}
+local g, s, oa, od, o, cf, ps, hm = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[17]
 if s == 1 and now - oa > od then
   s = 2
   g = g + 1
   ps = 0
-  redis.call('HSET', k, 's', 2, 'g', g, 'ps', 0)
+  v[1], v[2], v[7] = g, s, ps
+  redis.call('HSET', k, 'v', struct.pack(VF, unpack(v, 1, 18)))
   redis.call('PUBLISH', ARGV[3], k)
 end
 if s ~= 2 then
-  return {'state', tostring(g), tostring(s), tostring(s == 1 and now - oa or 0), tostring(od),
-          tostring(o), tostring(cf)}
+  return {'state', string.format('%.0f', g), tostring(s), string.format('%.0f', s == 1 and now - oa or 0),
+          string.format('%.0f', od), string.format('%.0f', o), string.format('%.0f', cf)}
 end
 -- A caller whose configuration is not the fleet's declares fewer lease
 -- keys than the fleet has slots: it gets no lease (its breaker is refused
 -- by the next sync anyway).
-if #KEYS - 1 < hm then return {'full', tostring(g), '-1'} end
+if #KEYS - 1 < hm then return {'full', string.format('%.0f', g), '-1'} end
 local live, free, wait = 0, nil, nil
 for slot = 0, hm - 1 do
   local pt = redis.call('PTTL', KEYS[2 + slot])
@@ -389,10 +441,41 @@ for slot = 0, hm - 1 do
 end
 if free and live + ps < hm then
   redis.call('SET', KEYS[2 + free], ARGV[1], 'PX', tonumber(ARGV[2]))
-  return {'probe', tostring(g), tostring(free)}
+  return {'probe', string.format('%.0f', g), tostring(free)}
 end
-return {'full', tostring(g), tostring(wait or -1)}
+return {'full', string.format('%.0f', g), tostring(wait or -1)}
 )LUA";
+
+// READ: a breaker's fleet state as people read it (and tests: the scripts
+// are its only writers). KEYS[1] the breaker's hash key; ARGV[1], when
+// given, one field's name. Reply: that field's value, or every field and
+// its value (v's, then cfg and n, the window's entries), as text; nil when
+// the breaker has no state of this format.
+inline constexpr const char* kFleetReadScript = CIRCUITBREAKER_FLEET_LUA_FORMATS R"LUA(
+local h = redis.call('HMGET', KEYS[1], 'v', 'cfg', 'w')
+if not h[1] or #h[1] ~= VB then return nil end
+local names = {'g', 's', 'oa', 'od', 'o', 'cf', 'ps', 'wc', 'wf', 'ws', 'tc', 'tf', 'ts', 'tr',
+               'to', 'ex', 'hm', 'xc'}
+local v = {struct.unpack(VF, h[1])}
+local out = {}
+for i, name in ipairs(names) do
+  out[#out + 1] = name
+  out[#out + 1] = string.format('%.0f', v[i])
+end
+out[#out + 1] = 'cfg'
+out[#out + 1] = h[2] or ''
+out[#out + 1] = 'n'
+out[#out + 1] = tostring(math.floor(#(h[3] or '') / WB))
+if ARGV[1] then
+  for i = 1, #out, 2 do
+    if out[i] == ARGV[1] then return out[i + 1] end
+  end
+  return nil
+end
+return out
+)LUA";
+
+#undef CIRCUITBREAKER_FLEET_LUA_FORMATS
 
 }  // namespace circuitbreaker
 

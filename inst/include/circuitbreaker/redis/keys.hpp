@@ -41,20 +41,21 @@ struct FleetSpec {
   }
 };
 
-// The key scheme (version 1). Every key of breaker `name` under `prefix` is
-//   cb1:{<prefix>:<name>}<suffix>
+// The key scheme (version 2). Every key of breaker `name` under `prefix` is
+//   cb2:{<prefix>:<name>}<suffix>
 // with prefix and name percent-encoded (percent.hpp: every byte but
 // [A-Za-z0-9_.-] as %XX), so that no ':' of either part can be taken for
 // the separator: (prefix, name) -> key is injective. The braces are a Redis
 // Cluster hash tag holding the whole identity and nothing else, and no '{'
 // comes before them, so that every key of a breaker (the hash, and the
-// suffixes ":w", ":b" and ":p:<slot>" of fleet/script.hpp, and ":h", the
-// health-check lease of fleet_health_key()) lands in one slot. "cb1" is the
-// format's version, outside the tag: a later format (cb2) cannot read or
-// clobber these keys, and `SCAN MATCH cb1:*` finds every key of this one.
-// A store's events channel follows the same scheme:
-//   cb1:{<prefix>}:events
-inline constexpr const char* kFleetKeyVersion = "cb1";
+// suffixes ":b" and ":p:<slot>" of fleet/script.hpp, and ":h", the
+// health-check lease of fleet_health_key()) lands in one slot. "cb2" is the
+// format's version, outside the tag: another format (cb1, whose hash kept
+// one field per value and its window in a list) cannot read or clobber
+// these keys, and `SCAN MATCH cb2:*` finds every key of this one. A store's
+// events channel follows the same scheme:
+//   cb2:{<prefix>}:events
+inline constexpr const char* kFleetKeyVersion = "cb2";
 
 inline std::string fleet_key(const std::string& prefix, const std::string& name) {
   std::string out = kFleetKeyVersion;
@@ -77,12 +78,12 @@ inline std::string fleet_channel(const std::string& prefix) {
 inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
 // The keys of the breaker whose hash is `key`, as the SYNC script takes them
-// in its KEYS (fleet/script.hpp): the hash, ":w" (the window), ":b" (the
-// reports applied), then ":p:<slot>" for each of `lease_slots` probe slots
-// (its half_open_max_calls).
+// in its KEYS (fleet/script.hpp): the hash, ":b" (the reports applied),
+// then ":p:<slot>" for each of `lease_slots` probe slots (its
+// half_open_max_calls).
 inline std::vector<std::string> fleet_script_keys(const std::string& key,
                                                   std::uint32_t lease_slots) {
-  std::vector<std::string> out{key, key + ":w", key + ":b"};
+  std::vector<std::string> out{key, key + ":b"};
   for (std::uint32_t slot = 0; slot < lease_slots; ++slot) {
     out.push_back(key + ":p:" + std::to_string(slot));
   }

@@ -427,6 +427,24 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return from + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) * f);
   }
 
+  // The regular sync after the one due at `due`: one interval (+-10%) after
+  // it was due, not after it ended, so that each process keeps its own
+  // phase. Timed from the end, the syncs of many processes that a busy Redis
+  // answered together would start together again one interval later, and
+  // queue again: a convoy that made every round trip wait for the whole
+  // fleet's (bench/RESULTS.md, 12d). One that fell a whole interval behind
+  // is timed from now. After the first (due at 0), the next comes at a
+  // random point of the interval, so that the stores a process makes at
+  // once do not sync in step either.
+  Nanos after_tick(Nanos due) noexcept {
+    const Nanos t = now();
+    if (due == 0) {
+      return t + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) * uniform01(rng_));
+    }
+    const Nanos next = next_tick(due);
+    return next > t ? next : next_tick(t);
+  }
+
   void run() {
     Nanos next = 0;  // the regular schedule, which a wake-up does not move
     bool urgent = false;
@@ -435,7 +453,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       if (t >= next || urgent) {
         // Wanted reads left over (a resubscription's): the next sync at once.
         urgent = tick();
-        if (t >= next) next = next_tick(now());
+        if (t >= next) next = after_tick(next);
         continue;
       }
       pollfd fds[2];
