@@ -21,7 +21,12 @@
 #   --worker-nice N   FLEET_SCALE_WORKER_NICE  the workers' niceness, 0 to 19 (default 10):
 #                                              Redis stands in for a server of its own, so
 #                                              the R processes that load it must not take
-#                                              its CPU on a small machine (0: same priority)
+#                                              its CPU on a small machine (0: same priority).
+#                                              Each worker is a session of its own, which
+#                                              Linux schedules as a group (autogroup) that
+#                                              a process's niceness does not reach: the
+#                                              worker gives its group this niceness too
+#                                              (/proc/self/autogroup)
 #   --r-nice N        FLEET_SCALE_R_NICE       the niceness of each worker's R thread alone,
 #                                              from --worker-nice to 19 (default 19), set
 #                                              once its stores' sync threads run (they keep
@@ -185,7 +190,7 @@ start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
     saveRDS(list(url = url, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
                  parent_pid = Sys.getpid(), lifetime = lifetime,
-                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]])),
+                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]]), worker_nice = opts[["worker-nice"]]),
             file.path(w$dir, "config.rds"))
     # nice(1) execs Rscript: the process (and its PID) is the worker's.
     rscript <- c(file.path(R.home("bin"), "Rscript"), "--vanilla", file.path(home, "scale-worker.R"), w$dir)
