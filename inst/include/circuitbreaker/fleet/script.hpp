@@ -9,7 +9,8 @@
 // that Redis Cluster keeps one breaker in one slot; written K below):
 //   K = cb2:{prefix:name}  hash: v the fleet state, packed (below); cfg the
 //                          configuration (identity); w the fleet's window,
-//                          packed (below); and per process, p:<its id>, the
+//                          packed (below); and per reporter (a breaker
+//                          object of a process), p:<its id>, the
 //                          serial of its last report applied (a retried
 //                          report is not counted twice)
 //   K:p:<slot>             a probe lease, holding its caller's token
@@ -106,8 +107,8 @@ inline constexpr int kFleetReportLeaseSlotsAt = 23 * 8 + 1;
 // half_open_max_calls of them, the number its rules give). ARGV[1] ttl (ms),
 // ARGV[2] the events channel, ARGV[3] the number of values per breaker (4),
 // then those values (fleet/protocol.hpp's FleetReport::append_args(), in
-// that order: the process's id ("" for a report without counts), the packed
-// report, its settled probes, cfg). Reply: one string per breaker
+// that order: the reporter's id (its member's: "" for a report without
+// counts), the packed report, its settled probes, cfg). Reply: one string per breaker
 // (fleet/protocol.hpp's FleetReply): "k" and eight packed numbers (g, s,
 // open elapsed, od, o, cf, tc, tf; kFleetReplyFormat), or "cfg,<the
 // fleet's cfg>" when the breaker's configuration is not the fleet's.
@@ -208,6 +209,8 @@ for i = 1, nb do
     lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx = struct.unpack(RF, ARGV[b + 2])
   moved = false
 
+  -- The field of the reporter's serial (each breaker object of each
+  -- process has its own id).
   local mark = proc ~= '' and serial > 0 and 'p:' .. proc
   local h = redis.call('HMGET', k, 'v', 'cfg', 'w', mark or 'p:')
   local made = false
@@ -369,11 +372,18 @@ for i = 1, nb do
       refresh and now or ex, hm, xc)
     -- One HSET of what changed: the state, and the configuration, the
     -- window and this process's serial when they did.
-    local set = {'v', v}
-    if made then set[#set + 1] = 'cfg'; set[#set + 1] = cfg end
-    if made or w ~= w0 then set[#set + 1] = 'w'; set[#set + 1] = w end
-    if fresh then set[#set + 1] = mark; set[#set + 1] = serial end
-    redis.call('HSET', k, unpack(set))
+    if made then
+      redis.call('HSET', k, 'v', v, 'cfg', cfg, 'w', w)
+      if fresh then redis.call('HSET', k, mark, serial) end
+    elseif fresh and w ~= w0 then
+      redis.call('HSET', k, 'v', v, 'w', w, mark, serial)
+    elseif fresh then
+      redis.call('HSET', k, 'v', v, mark, serial)
+    elseif w ~= w0 then
+      redis.call('HSET', k, 'v', v, 'w', w)
+    else
+      redis.call('HSET', k, 'v', v)
+    end
     if refresh then redis.call('PEXPIRE', k, ttl) end
     if moved then redis.call('PUBLISH', channel, k) end
 
