@@ -76,8 +76,8 @@ namespace circuitbreaker {
 #define CIRCUITBREAKER_FLEET_STATE "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8"
 // w's entries: t calls failures slow.
 #define CIRCUITBREAKER_FLEET_WINDOW_ENTRY "<i8i8i8i8"
-// A reply, after its "k": g s open-elapsed od o cf tc tf.
-#define CIRCUITBREAKER_FLEET_REPLY "<i8i8i8i8i8i8i8i8"
+// A reply: "k", then g s open-elapsed od o cf tc tf.
+#define CIRCUITBREAKER_FLEET_REPLY "<c1i8i8i8i8i8i8i8i8"
 // A report: serial, known generation, calls, failures, slow, successes,
 // rejected, the local run of failures, local state, tripped (0/1), open
 // elapsed (ms), open duration (ms), consecutive opens, command, jitter
@@ -387,7 +387,7 @@ for i = 1, nb do
     if refresh then redis.call('PEXPIRE', k, ttl) end
     if moved then redis.call('PUBLISH', channel, k) end
 
-    out[i] = 'k' .. struct.pack(YF, g, s, s == 1 and (now - oa) or 0, od, o, cf, tc, tf)
+    out[i] = struct.pack(YF, 'k', g, s, s == 1 and (now - oa) or 0, od, o, cf, tc, tf)
   end
 end
 return out
