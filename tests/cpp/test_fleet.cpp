@@ -526,3 +526,43 @@ TEST_CASE("a sync reply that overtakes a probe's lease does not make the probe l
   m.apply(reply_of({"ok", "4", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 5, r);
   CHECK(m.breaker().snapshot(2 * kSec + 6).state == cb::State::Closed);
 }
+
+TEST_CASE("near_trip(): a failure halfway to a trip rule is sent at once, others wait",
+          "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 5;
+  cb::Breaker b(cb::make_settings(c), 0);
+  auto near = [&b](cb::Nanos now) { return cb::near_trip(b.settings(), b.snapshot(now)); };
+  fail(b, 1);
+  CHECK_FALSE(near(1));  // an isolated failure: 1 of 5
+  fail(b, 2);
+  CHECK_FALSE(near(2));  // 2 of 5
+  fail(b, 3);
+  CHECK(near(3));  // 3 of 5: halfway
+  // A rule that is off never calls for one; a threshold of 1, at once.
+  cb::Config off;
+  off.failure_threshold = 1e30;  // as Inf: off
+  cb::Breaker o(cb::make_settings(off), 0);
+  fail(o, 1, 3);
+  CHECK_FALSE(cb::near_trip(o.settings(), o.snapshot(1)));
+  cb::Config one;
+  one.failure_threshold = 1;
+  const cb::Settings s1 = cb::make_settings(one);
+  cb::Snapshot snap;
+  snap.consecutive_failures = 1;
+  CHECK(cb::near_trip(s1, snap));
+  // A rate rule: at half its threshold, on the window.
+  cb::Config rate;
+  rate.failure_threshold = 1e30;
+  rate.failure_rate_threshold = 0.5;
+  rate.window_size = 10;
+  const cb::Settings sr = cb::make_settings(rate);
+  cb::Snapshot w;
+  w.window.calls = 10;
+  w.window.failures = 2;
+  CHECK_FALSE(cb::near_trip(sr, w));  // 20 %
+  w.window.failures = 3;
+  CHECK(cb::near_trip(sr, w));  // 30 %: past half of 50 %
+  w.window = cb::WindowTotals{};
+  CHECK_FALSE(cb::near_trip(sr, w));
+}
