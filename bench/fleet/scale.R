@@ -297,8 +297,12 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
   window <- t1 - t0
   redis_cpu <- (num(cpu1, "used_cpu_sys") + num(cpu1, "used_cpu_user") -
                   num(cpu0, "used_cpu_sys") - num(cpu0, "used_cpu_user")) / window
-  evalsha <- all[["cmdstat_evalsha"]] %||% NA_character_
-  lat <- all[["latency_percentiles_usec_evalsha"]] %||% NA_character_
+  # One command's INFO commandstats line, NA when it was not run in the
+  # window (`all` is a named character vector: [[ ]] of an absent name is
+  # an error, not NULL; a window without a PING broke the script).
+  stat_of <- function(name) if (name %in% names(all)) all[[name]] else NA_character_
+  evalsha <- stat_of("cmdstat_evalsha")
+  lat <- stat_of("latency_percentiles_usec_evalsha")
   per_store <- list()
   per_process <- list()
   for (k in seq_along(out)) {
@@ -329,7 +333,7 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
        evalsha_calls = subfield(evalsha, "calls"), evalsha_usec = subfield(evalsha, "usec_per_call"),
        evalsha_p50 = subfield(lat, "p50"), evalsha_p99 = subfield(lat, "p99"),
        evalsha_max = subfield(lat, "p100"),
-       ping_calls = subfield(all[["cmdstat_ping"]] %||% NA_character_, "calls"),
+       ping_calls = subfield(stat_of("cmdstat_ping"), "calls"),
        commands = vapply(all[startsWith(names(all), "cmdstat_")], subfield, 1, name = "calls"),
        connected = num(all, "connected_clients"), clients = clients,
        keys = sum(vapply(grep("^db[0-9]+$", names(all), value = TRUE), function(d) subfield(all[[d]], "keys"), 1)),
