@@ -108,25 +108,6 @@ inline bool should_trip(const BreakerState& st, const Settings& s, Nanos now) no
          (s.slow_rule && rate_reached(w.slow, w.calls, s.slow_call_rate_threshold));
 }
 
-// Whether counts are at least halfway to a trip rule: the run of failures
-// at half failure_threshold, or a window's failure or slow rate at half its
-// threshold. A fleet member sends a failure that leaves them so at once
-// (redis/fleet_handle.hpp: an early sync), and one that leaves every rule
-// far from tripping (an isolated failure among successes) with the next
-// regular sync: its report cannot trip the fleet, and an early sync for
-// every such failure doubled a busy store's syncs (bench/RESULTS.md, 12d).
-// A fleet member's run is the fleet's plus its own since (FleetBreaker's
-// adopt()); its window is its own calls.
-inline bool near_trip(const Settings& s, const Snapshot& snap) noexcept {
-  if (s.failure_threshold != 0 &&
-      snap.consecutive_failures >= s.failure_threshold / 2 + s.failure_threshold % 2)
-    return true;
-  const WindowTotals& w = snap.window;
-  if (w.calls == 0) return false;
-  return (s.rate_rule && ratio(w.failures, w.calls) * 2 >= s.failure_rate_threshold) ||
-         (s.slow_rule && ratio(w.slow, w.calls) * 2 >= s.slow_call_rate_threshold);
-}
-
 inline bool probes_full(const BreakerState& st, const Settings& s) noexcept {
   return st.probes.count() + st.probe_successes >= s.half_open_max_calls;
 }

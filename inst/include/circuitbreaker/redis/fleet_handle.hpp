@@ -173,9 +173,8 @@ class FleetHandle final : public AnyBreaker {
     }
     if (local().generation() != before || to_send) {
       sync_->wake();
-    } else if (o == Outcome::Failure &&
-               near_trip(member_->breaker().settings(), member_->breaker().snapshot(now))) {
-      sync_->nudge();  // a failure that may trip the fleet goes out at once
+    } else if (o == Outcome::Failure) {
+      sync_->nudge();
     }
     return recorded;
   }
