@@ -272,19 +272,22 @@ NULL
 #' pairs share a key: prefix `"a"` with name `"b:c"` is `cb2:{a:b%3Ac}`,
 #' prefix `"a:b"` with name `"c"` is `cb2:{a%3Ab:c}`.
 #'
-#' * `cb2:{<prefix>:<name>}`: a hash of three fields: `v`, the fleet's state
-#'   of the breaker packed in one string (generation, state, open-since and
-#'   open duration by Redis `TIME`, counts, the fleet's totals), `cfg`, the
-#'   rule arguments that are its identity, and `w`, the fleet's sliding
-#'   window, packed, one entry per report (each process's outcomes of one
-#'   sync interval), so a count window of `window_size` calls is exact in its
-#'   size and approximate in its order: the oldest report in it is cut down
-#'   to what is left, with its shares of failed and slow calls. Packed,
-#'   because a busy sync's cost to Redis is mostly that of moving values in
-#'   and out of its scripts (a breaker's `$metrics()` shows the fleet's
-#'   state as this process last had it);
-#' * `...:b`: a hash, per process, the last report applied (a retried
-#'   report is counted once);
+#' * `cb2:{<prefix>:<name>}`: a hash. Field `v` holds the fleet's state of
+#'   the breaker packed in one string (generation, state, open-since and
+#'   open duration by Redis `TIME`, counts, the fleet's totals); `cfg` the
+#'   rule arguments that are its identity; `w` the fleet's sliding window,
+#'   packed, one entry per report (each process's outcomes of one sync
+#'   interval; a report joins the newest entry while that holds under 1/32
+#'   of the window, so a window keeps about 32 entries), kept only when a
+#'   rate rule reads it: a count window of `window_size` calls is exact in
+#'   its size and approximate in its order, the oldest entry in it cut down
+#'   to what is left, with its shares of failed and slow calls; and
+#'   `p:<id>`, per breaker object of each process, the serial of its last
+#'   report applied (a retried report is counted once). Packed, because a
+#'   busy sync's cost to Redis is mostly that of moving values in and out
+#'   of its script: a busy report costs Redis one `HMGET` and one `HSET`. A
+#'   breaker's `$metrics()` shows the fleet's state as this process last
+#'   had it;
 #' * `...:p:<slot>`: a half-open probe's lease, holding its token, for at
 #'   most the lease's time;
 #' * `...:h`: the health check's lease (when the breaker has a

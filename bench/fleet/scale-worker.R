@@ -22,6 +22,12 @@
 args <- commandArgs(TRUE)
 dir <- args[[1]]
 cfg <- readRDS(file.path(dir, "config.rds"))
+# This worker's session is a scheduling group of its own where Linux has
+# autogroups: without the group's niceness, the process's would not keep
+# it from taking Redis's CPU (scale.R, --worker-nice).
+if (!is.null(cfg$worker_nice) && cfg$worker_nice > 0 && file.exists("/proc/self/autogroup")) {
+  try(writeLines(format(cfg$worker_nice), "/proc/self/autogroup"), silent = TRUE)
+}
 suppressPackageStartupMessages(library(circuitbreaker))
 now <- function() as.numeric(Sys.time())
 deadline <- now() + cfg$lifetime

@@ -21,7 +21,12 @@
 #   --worker-nice N   FLEET_SCALE_WORKER_NICE  the workers' niceness, 0 to 19 (default 10):
 #                                              Redis stands in for a server of its own, so
 #                                              the R processes that load it must not take
-#                                              its CPU on a small machine (0: same priority)
+#                                              its CPU on a small machine (0: same priority).
+#                                              Each worker is a session of its own, which
+#                                              Linux schedules as a group (autogroup) that
+#                                              a process's niceness does not reach: the
+#                                              worker gives its group this niceness too
+#                                              (/proc/self/autogroup)
 #   --r-nice N        FLEET_SCALE_R_NICE       the niceness of each worker's R thread alone,
 #                                              from --worker-nice to 19 (default 19), set
 #                                              once its stores' sync threads run (they keep
@@ -185,7 +190,7 @@ start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
     saveRDS(list(url = url, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
                  parent_pid = Sys.getpid(), lifetime = lifetime,
-                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]])),
+                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]]), worker_nice = opts[["worker-nice"]]),
             file.path(w$dir, "config.rds"))
     # nice(1) execs Rscript: the process (and its PID) is the worker's.
     rscript <- c(file.path(R.home("bin"), "Rscript"), "--vanilla", file.path(home, "scale-worker.R"), w$dir)
@@ -292,8 +297,12 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
   window <- t1 - t0
   redis_cpu <- (num(cpu1, "used_cpu_sys") + num(cpu1, "used_cpu_user") -
                   num(cpu0, "used_cpu_sys") - num(cpu0, "used_cpu_user")) / window
-  evalsha <- all[["cmdstat_evalsha"]] %||% NA_character_
-  lat <- all[["latency_percentiles_usec_evalsha"]] %||% NA_character_
+  # One command's INFO commandstats line, NA when it was not run in the
+  # window (`all` is a named character vector: [[ ]] of an absent name is
+  # an error, not NULL; a window without a PING broke the script).
+  stat_of <- function(name) if (name %in% names(all)) all[[name]] else NA_character_
+  evalsha <- stat_of("cmdstat_evalsha")
+  lat <- stat_of("latency_percentiles_usec_evalsha")
   per_store <- list()
   per_process <- list()
   for (k in seq_along(out)) {
@@ -324,7 +333,7 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
        evalsha_calls = subfield(evalsha, "calls"), evalsha_usec = subfield(evalsha, "usec_per_call"),
        evalsha_p50 = subfield(lat, "p50"), evalsha_p99 = subfield(lat, "p99"),
        evalsha_max = subfield(lat, "p100"),
-       ping_calls = subfield(all[["cmdstat_ping"]] %||% NA_character_, "calls"),
+       ping_calls = subfield(stat_of("cmdstat_ping"), "calls"),
        commands = vapply(all[startsWith(names(all), "cmdstat_")], subfield, 1, name = "calls"),
        connected = num(all, "connected_clients"), clients = clients,
        keys = sum(vapply(grep("^db[0-9]+$", names(all), value = TRUE), function(d) subfield(all[[d]], "keys"), 1)),

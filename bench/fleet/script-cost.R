@@ -52,7 +52,14 @@ while (as.numeric(Sys.time() - t_fill, units = "secs") < 2) {
   call_all()
   Sys.sleep(0.02)
 }
+# Redis's CPU time (INFO cpu), which a busy machine inflates less than
+# the wall-clock times of INFO commandstats.
+redis_cpu <- function() {
+  info <- redis_cli(server$port, c("INFO", "cpu"))
+  sum(as.numeric(sub("^[^:]*:", "", grep("^used_cpu_(sys|user):", info, value = TRUE))))
+}
 redis_cli(server$port, c("CONFIG", "RESETSTAT"))
+cpu0 <- redis_cpu()
 t0 <- Sys.time()
 rounds <- 0L
 for (i in seq_len(ceiling(seconds / 0.02) + 1L)) {
@@ -67,8 +74,10 @@ cmd <- sub("^cmdstat_([^:]*):.*$", "\\1", stats)
 calls <- stats::setNames(field(stats, "calls"), cmd)
 usec <- stats::setNames(field(stats, "usec"), cmd)
 inner <- setdiff(cmd, c("evalsha", "ping", "config|resetstat", "info", "script|load", "subscribe", "time"))
-# Reports: one HGET of the ledger per breaker reported (fleet/script.hpp).
-reports <- if ("hget" %in% names(calls)) calls[["hget"]] else NA_real_
+# Reports: one HMGET of the breaker's hash per breaker reported
+# (fleet/script.hpp; in this version and the ones before it).
+reports <- if ("hmget" %in% names(calls)) calls[["hmget"]] else NA_real_
+cpu1 <- redis_cpu()
 cat(sprintf("circuitbreaker %s (%s); %d breakers, window_size %d; %.1f s, %d rounds of calls\n",
             format(utils::packageVersion("circuitbreaker")), find.package("circuitbreaker"), n, window,
             seconds, rounds))
@@ -78,5 +87,6 @@ cat(sprintf("EVALSHA: %d calls, %.0f us each; breakers reported: %d (%.1f per EV
 cat(sprintf("per breaker reported: %.1f us of Redis time, %.1f us in its %.1f commands, %.1f us the rest\n",
             usec[["evalsha"]] / reports, sum(usec[inner]) / reports, sum(calls[inner]) / reports,
             (usec[["evalsha"]] - sum(usec[inner])) / reports))
+cat(sprintf("Redis CPU (INFO cpu) per breaker reported: %.1f us\n", (cpu1 - cpu0) * 1e6 / reports))
 each <- sprintf("%s %.2f (%.2f us)", inner, calls[inner] / reports, usec[inner] / calls[inner])
 cat("commands the script ran, per breaker reported:", paste(each, collapse = ", "), "\n")

@@ -203,7 +203,7 @@ TEST_CASE("both stores name a difference by the one rule", "[config-identity]") 
   CHECK_FALSE(m.config_conflict(&field, &given, &stored));
   const cb::FleetReport sent = m.build(1);
   cb::FleetReply r;
-  REQUIRE(r.parse_text("cfg," + cb::config_fingerprint(theirs)));
+  REQUIRE(r.parse_packed("cfg," + cb::config_fingerprint(theirs)));
   m.apply(r, 2, sent);
   REQUIRE(m.config_conflict(&field, &given, &stored));
   const cb::ConfigDifference d = cb::config_difference(

@@ -35,15 +35,18 @@ void fail(cb::Breaker& b, cb::Nanos now, int n = 1) {
   }
 }
 
-// The script's one-text reply (fleet/script.hpp) from its ten parts: "ok"
-// and eight numbers (the tenth part unused), or "cfg" and, tenth, the
-// fleet's configuration.
+// The script's reply (fleet/script.hpp) from its ten parts: "ok" and eight
+// numbers (the tenth part unused), packed after a "k"; or "cfg" and, tenth,
+// the fleet's configuration.
 std::string reply_text_of(const std::vector<std::string>& v) {
   REQUIRE(v.size() == 10);
   if (v[0] == "cfg") return "cfg," + v[9];
-  std::string text = v[0];
-  for (int i = 1; i <= 8; ++i) text += ',' + v[static_cast<std::size_t>(i)];
-  return text;
+  if (v[0] != "ok") return v[0];
+  std::string packed = "k";
+  for (int i = 1; i <= 8; ++i) {
+    cb::fleet_pack_int(packed, std::stoll(v[static_cast<std::size_t>(i)]));
+  }
+  return packed;
 }
 
 cb::FleetReply reply_of(std::vector<std::string> v) {
@@ -266,12 +269,27 @@ TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]")
 
 TEST_CASE("replies that are not the script's are refused", "[fleet]") {
   cb::FleetReply r;
+  auto packed = [](std::vector<std::int64_t> x) {
+    std::string out = "k";
+    for (std::int64_t v : x) cb::fleet_pack_int(out, v);
+    return out;
+  };
+  CHECK(r.parse_packed(packed({1, 0, 0, 0, 0, 0, 0, 0})));
+  CHECK_FALSE(r.parse_packed(packed({1, 9, 0, 0, 0, 0, 0, 0})));  // no such state
+  CHECK_FALSE(r.parse_packed(packed({1, -1, 0, 0, 0, 0, 0, 0})));
+  CHECK_FALSE(r.parse_packed(packed({1, 0, 0, 0, 0, 0, 0})));        // a value short
+  CHECK_FALSE(r.parse_packed(packed({1, 0, 0, 0, 0, 0, 0, 0, 0})));  // a value over
+  std::string other = packed({1, 0, 0, 0, 0, 0, 0, 0});
+  other[0] = 'x';
+  CHECK_FALSE(r.parse_packed(other));
+  CHECK_FALSE(r.parse_packed(""));
+  CHECK_FALSE(r.parse_packed("ok,1,0,0,0,0,0,0,0"));
+  // The lease script's state, as text.
   CHECK(r.parse_text("ok,1,0,0,0,0,0,0,0"));
-  CHECK_FALSE(r.parse_text("ok,1,9,0,0,0,0,0,0"));  // no such state
+  CHECK_FALSE(r.parse_text("ok,1,9,0,0,0,0,0,0"));
   CHECK_FALSE(r.parse_text("ok,x,0,0,0,0,0,0,0"));
-  CHECK_FALSE(r.parse_text("??,1,0,0,0,0,0,0,0"));
-  CHECK_FALSE(r.parse_text("ok,1,0,0,0,0,0,0"));      // a value short
-  CHECK_FALSE(r.parse_text("ok,1,0,0,0,0,0,0,0,0"));  // a value over
+  CHECK_FALSE(r.parse_text("ok,1,0,0,0,0,0,0"));
+  CHECK_FALSE(r.parse_text("ok,1,0,0,0,0,0,0,0,0"));
   CHECK_FALSE(r.parse_text("ok,1,0,,0,0,0,0,0"));
   CHECK_FALSE(r.parse_text("ok,1,0,0,0,0,0,0,99999999999999999999"));
   CHECK_FALSE(r.parse_text(""));

@@ -201,9 +201,9 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   CHECK(extended.generation == open.generation);
   CHECK(extended.open_ms >= 25000);
   // One hash field per process remembers the last report applied.
-  cb::RedisConnection::ReplyPtr marks = conn.command({"HLEN", "{t:once}:b"});
+  cb::RedisConnection::ReplyPtr marks = conn.command({"HGET", "{t:once}", "p:t"});
   REQUIRE(marks);
-  CHECK(marks->integer == 1);
+  CHECK(cb::RedisConnection::reply_text(marks.r) == std::to_string(fleet.serial));
   // A configuration that differs is refused, with the fleet's.
   Fleet other{conn, "{t:once}", "9,9", cb::fleet_rules(s)};
   const cb::FleetReport nothing;
@@ -270,8 +270,8 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   r.delta.successes = 2;
   fleet.send(r);
   r.known_generation = fleet.generation;
-  // Made with their time to live: the hash and the ledger.
-  for (const std::string& k : {key, key + ":b"}) {
+  // Made with its time to live.
+  for (const std::string& k : {key}) {
     INFO(k);
     CHECK(pttl(k) > 50000);
     CHECK(pttl(k) <= 60000);
@@ -292,10 +292,8 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
        "redis.call('HSET', KEYS[1], 'v', struct.pack(f, unpack(v, 1, 18)))",
        "1", key, std::to_string(now_ms - 8000)});
   CHECK(fleet_field(conn, key, "ex") == std::to_string(now_ms - 8000));
-  run({"PEXPIRE", key + ":b", "30000"});
   fleet.send(r);
   CHECK(pttl(key) > 50000);
-  CHECK(pttl(key + ":b") > 50000);
 }
 
 TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-script]") {
@@ -332,7 +330,7 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
 
 TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-script]") {
   // Every key a script touches is in its KEYS (Redis Cluster routes by
-  // them): a call that leaves the reports or a lease key out is
+  // them): a call that leaves a lease key out is
   // an error, and changes nothing.
   RedisServer server;
   cb::RedisConnection conn;
@@ -346,7 +344,7 @@ TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-scr
                                 std::to_string(cb::FleetReport::kArgs)};
   r.append_args(args, cb::config_fingerprint(c), rules);
   std::vector<std::string> keys = script_keys("{t:keys}", rules);
-  REQUIRE(keys.size() == 5);
+  REQUIRE(keys.size() == 4);
   for (std::size_t drop = 0; drop < keys.size(); ++drop) {
     std::vector<std::string> fewer = keys;
     fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(drop));
@@ -391,14 +389,13 @@ TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each"
 }
 
 TEST_CASE(
-    "a breaker's key list has its hash, ledger, every probe slot and its "
+    "a breaker's key list has its hash, every probe slot and its "
     "health-check lease",
     "[fleet-script]") {
   const std::vector<std::string> keys = cb::fleet_breaker_keys("a", "b:c");
-  REQUIRE(keys.size() == 3 + cb::kMaxHalfOpenCalls);
+  REQUIRE(keys.size() == 2 + cb::kMaxHalfOpenCalls);
   CHECK(keys[0] == "cb2:{a:b%3Ac}");
-  CHECK(keys[1] == "cb2:{a:b%3Ac}:b");
-  CHECK(keys[2] == "cb2:{a:b%3Ac}:p:0");
+  CHECK(keys[1] == "cb2:{a:b%3Ac}:p:0");
   CHECK(keys[keys.size() - 2] ==
         "cb2:{a:b%3Ac}:p:" + std::to_string(cb::kMaxHalfOpenCalls - 1));
   CHECK(keys.back() == "cb2:{a:b%3Ac}:h");

@@ -229,7 +229,7 @@ TEST_CASE("key slots: every key of a fleet breaker lands in one slot",
       CHECK(cb::cluster_hash_part(key) == identity);
       const std::uint16_t slot = cb::cluster_key_slot(key);
       const std::vector<std::string> keys = cb::fleet_breaker_keys(prefix, name);
-      CHECK(keys.size() == 3 + cb::kMaxHalfOpenCalls);
+      CHECK(keys.size() == 2 + cb::kMaxHalfOpenCalls);
       for (const std::string& k : keys) CHECK(cb::cluster_key_slot(k) == slot);
       for (const char* suffix : {":b", ":p:0", ":p:15", ":h"}) {
         CHECK(cb::cluster_key_slot(key + suffix) == slot);

@@ -20,6 +20,7 @@
 #include "../config.hpp"
 #include "../rules.hpp"
 #include "../types.hpp"
+#include "script.hpp"
 
 namespace circuitbreaker {
 
@@ -138,8 +139,8 @@ struct FleetReport {
   static constexpr int kArgs = 4;
 };
 
-// What the script says back about one breaker: one text,
-// "ok,g,s,open elapsed,od,o,cf,tc,tf" or "cfg,<the fleet's cfg>".
+// What the script says back about one breaker: "k" and eight packed
+// numbers (fleet/script.hpp's reply format), or "cfg,<the fleet's cfg>".
 struct FleetReply {
   static constexpr int kFields = 1;
   bool config_differs = false;
@@ -152,14 +153,31 @@ struct FleetReply {
 
   // From the script's reply (kFields strings); false when it is not what
   // the script sends.
-  bool parse(const std::string* v) { return parse_text(v[0]); }
+  bool parse(const std::string* v) { return parse_packed(v[0]); }
 
-  bool parse_text(const std::string& text) {
-    if (text.compare(0, 4, "cfg,") == 0) {
+  bool parse_packed(const std::string& reply) {
+    if (reply.compare(0, 4, "cfg,") == 0) {
       config_differs = true;
-      fleet_config = text.substr(4);
+      fleet_config = reply.substr(4);
       return true;
     }
+    if (reply.size() != static_cast<std::size_t>(kFleetReplyBytes) || reply[0] != 'k') {
+      return false;
+    }
+    std::int64_t x[8];
+    for (int i = 0; i < 8; ++i) {
+      std::uint64_t u = 0;
+      for (int b = 7; b >= 0; --b) {
+        u = (u << 8) |
+            static_cast<unsigned char>(reply[static_cast<std::size_t>(1 + 8 * i + b)]);
+      }
+      x[i] = static_cast<std::int64_t>(u);
+    }
+    return take(x);
+  }
+
+  // From "ok," and eight numbers as text (the lease script's state reply).
+  bool parse_text(const std::string& text) {
     if (text.compare(0, 3, "ok,") != 0) return false;
     std::int64_t x[8];
     const char* p = text.c_str() + 3;
@@ -170,6 +188,12 @@ struct FleetReply {
       if (end == p || errno != 0 || *end != (i < 7 ? ',' : '\0')) return false;
       p = end + (i < 7 ? 1 : 0);
     }
+    return take(x);
+  }
+
+ private:
+  // g, s, open elapsed, od, o, cf, tc, tf; false when the state is none.
+  bool take(const std::int64_t (&x)[8]) {
     if (x[1] < 0 || x[1] >= kStateCount) return false;
     generation = static_cast<std::uint64_t>(x[0] < 0 ? 0 : x[0]);
     state = static_cast<State>(x[1]);

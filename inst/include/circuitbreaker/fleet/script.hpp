@@ -9,17 +9,18 @@
 // that Redis Cluster keeps one breaker in one slot; written K below):
 //   K = cb2:{prefix:name}  hash: v the fleet state, packed (below); cfg the
 //                          configuration (identity); w the fleet's window,
-//                          packed (below)
-//   K:b                    hash: per process, the serial of the last report
-//                          applied (a retried report is not counted twice)
+//                          packed (below); and per reporter (a breaker
+//                          object of a process), p:<its id>, the
+//                          serial of its last report applied (a retried
+//                          report is not counted twice)
 //   K:p:<slot>             a probe lease, holding its caller's token
 //   K:h                    the health-check lease (not the scripts': one
 //                          SET NX PX by the process that runs this interval's
 //                          check, redis/fleet_handle.hpp; removed with the
 //                          others by breaker_store_unlink())
 // Every key a script touches is declared in its KEYS (redis/keys.hpp's
-// fleet_script_keys(): K, K:b, then K:p:0 ... K:p:<half_open_max_calls -
-// 1>), and one call touches the keys of one breaker only when it is given
+// fleet_script_keys(): K, then K:p:0 ... K:p:<half_open_max_calls - 1>),
+// and one call touches the keys of one breaker only when it is given
 // one breaker's: they share a hash tag, so a call per breaker is what Redis
 // Cluster can run. Every key expires between 7/8 `ttl` and `ttl`
 // milliseconds after the last report: a key gets its time to live when it
@@ -32,10 +33,10 @@
 // the rules. So a breaker's state is one string of fixed-width numbers
 // (Lua's struct library, as Redis ships it), read with one HMGET together
 // with cfg and w and written with one HSET; a report is one such string
-// (fleet/protocol.hpp's FleetReport::append_args()), a reply one short
-// text. A busy report costs Redis four calls (HMGET, HGET and HSET of its
-// serial, HSET), whatever the window holds. kFleetReadScript unpacks a
-// breaker's state for people and tests.
+// (fleet/protocol.hpp's FleetReport::append_args()), a reply another. A
+// busy report costs Redis two calls (one HMGET, one HSET: its serial is a
+// field of the same hash), whatever the window holds. kFleetReadScript
+// unpacks a breaker's state for people and tests.
 //
 // v (kFleetStateFormat, 18 little-endian 64-bit integers): g generation, s
 // state (State's codes: 0 closed, 1 open, 2 half-open, 3 forced open, 4
@@ -75,6 +76,8 @@ namespace circuitbreaker {
 #define CIRCUITBREAKER_FLEET_STATE "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8"
 // w's entries: t calls failures slow.
 #define CIRCUITBREAKER_FLEET_WINDOW_ENTRY "<i8i8i8i8"
+// A reply: "k", then g s open-elapsed od o cf tc tf.
+#define CIRCUITBREAKER_FLEET_REPLY "<c1i8i8i8i8i8i8i8i8"
 // A report: serial, known generation, calls, failures, slow, successes,
 // rejected, the local run of failures, local state, tripped (0/1), open
 // elapsed (ms), open duration (ms), consecutive opens, command, jitter
@@ -87,6 +90,7 @@ namespace circuitbreaker {
 inline constexpr int kFleetStateBytes = 18 * 8;
 inline constexpr int kFleetWindowEntryBytes = 4 * 8;
 inline constexpr int kFleetReportBytes = 26 * 8;
+inline constexpr int kFleetReplyBytes = 1 + 8 * 8;
 // Where half_open_max_calls is in a report (1-based, as Lua counts).
 inline constexpr int kFleetReportLeaseSlotsAt = 23 * 8 + 1;
 
@@ -94,19 +98,20 @@ inline constexpr int kFleetReportLeaseSlotsAt = 23 * 8 + 1;
   "local VF = '" CIRCUITBREAKER_FLEET_STATE "'\n"                              \
   "local WF = '" CIRCUITBREAKER_FLEET_WINDOW_ENTRY "'\n"                       \
   "local RF = '" CIRCUITBREAKER_FLEET_REPORT "'\n"                             \
+  "local YF = '" CIRCUITBREAKER_FLEET_REPLY "'\n"                              \
   "local VB, WB, RB = 144, 32, 208\n"
 
 // SYNC: one call per sync for the breakers of a process that have
 // something to say or to learn (redis/sync.hpp).
-// KEYS: each breaker's keys in turn (fleet_script_keys(): 2 +
+// KEYS: each breaker's keys in turn (fleet_script_keys(): 1 +
 // half_open_max_calls of them, the number its rules give). ARGV[1] ttl (ms),
 // ARGV[2] the events channel, ARGV[3] the number of values per breaker (4),
 // then those values (fleet/protocol.hpp's FleetReport::append_args(), in
-// that order: the process's id ("" for a report without counts), the packed
-// report, its settled probes, cfg). Reply: one text per breaker
-// (fleet/protocol.hpp's FleetReply): "ok,g,s,open elapsed,od,o,cf,tc,tf",
-// or "cfg,<the fleet's cfg>" when the breaker's configuration is not the
-// fleet's.
+// that order: the reporter's id (its member's: "" for a report without
+// counts), the packed report, its settled probes, cfg). Reply: one string per breaker
+// (fleet/protocol.hpp's FleetReply): "k" and eight packed numbers (g, s,
+// open elapsed, od, o, cf, tc, tf; kFleetReplyFormat), or "cfg,<the
+// fleet's cfg>" when the breaker's configuration is not the fleet's.
 inline constexpr const char* kFleetSyncScript = CIRCUITBREAKER_FLEET_LUA_FORMATS R"LUA(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -129,19 +134,19 @@ for i = 1, nb do
   if #pk ~= RB then return redis.error_reply(bad) end
   local n = struct.unpack('<i8', pk, 185)  -- kFleetReportLeaseSlotsAt
   local k = KEYS[c]
-  if n < 1 or n > 64 or not k or KEYS[c + 1] ~= k .. ':b' then return redis.error_reply(bad) end
+  if n < 1 or n > 64 or not k then return redis.error_reply(bad) end
   for slot = 0, n - 1 do
-    if KEYS[c + 2 + slot] ~= k .. ':p:' .. slot then return redis.error_reply(bad) end
+    if KEYS[c + 1 + slot] ~= k .. ':p:' .. slot then return redis.error_reply(bad) end
   end
   first[i] = c
-  c = c + 2 + n
+  c = c + 1 + n
 end
 if c ~= #KEYS + 1 then return redis.error_reply(bad) end
 
 -- One breaker's values while its report is applied: the script's locals,
 -- so that the helpers below are made once per call, not once per breaker
 -- (making closures is a good part of a busy report's time in Lua).
-local c, k, kb
+local c, k
 local serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen
 local lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx
 local g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc, w
@@ -152,7 +157,7 @@ local function clear_window()
   wc, wf, ws, xc = 0, 0, 0, 0
 end
 local function clear_leases()
-  for slot = 0, hm - 1 do redis.call('DEL', KEYS[c + 2 + slot]) end
+  for slot = 0, hm - 1 do redis.call('DEL', KEYS[c + 1 + slot]) end
 end
 local function move(to_state)
   s = to_state
@@ -197,14 +202,17 @@ end
 
 for i = 1, nb do
   c = first[i]
-  k, kb = KEYS[c], KEYS[c + 1]
+  k = KEYS[c]
   local b = 3 + (i - 1) * F
   local proc, probes, cfg = ARGV[b + 1], ARGV[b + 3], ARGV[b + 4]
   serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen,
     lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx = struct.unpack(RF, ARGV[b + 2])
   moved = false
 
-  local h = redis.call('HMGET', k, 'v', 'cfg', 'w')
+  -- The field of the reporter's serial (each breaker object of each
+  -- process has its own id).
+  local mark = proc ~= '' and serial > 0 and 'p:' .. proc
+  local h = redis.call('HMGET', k, 'v', 'cfg', 'w', mark or 'p:')
   local made = false
   w = h[3] or ''
   if h[1] and #h[1] == VB then
@@ -229,8 +237,7 @@ for i = 1, nb do
   else
     local w0 = w
     -- The keys get their time to live again when they last did ttl / 8 ago
-    -- or more (or never, or Redis's clock went back); K:b, when made
-    -- meanwhile, gets it as it is made.
+    -- or more (or never, or Redis's clock went back).
     local refresh = ex == 0 or now - ex >= ttl / 8 or now < ex
 
     -- 1. A report is applied once. Its id is the process's id and a
@@ -238,16 +245,7 @@ for i = 1, nb do
     -- the next only once the last was applied, so the highest serial
     -- applied per process is enough (a retry after a timeout finds it and
     -- adds nothing).
-    local fresh = false
-    if proc ~= '' and serial > 0 then
-      local seen = tonumber(redis.call('HGET', kb, proc)) or 0
-      if serial > seen then
-        if redis.call('HSET', kb, proc, serial) == 1 and not refresh then
-          redis.call('PEXPIRE', kb, ttl)
-        end
-        fresh = true
-      end
-    end
+    local fresh = mark and serial > (tonumber(h[4]) or 0)
 
     -- 2. Manual control, fleet-wide, whatever the generation.
     if fresh and cmd ~= 0 then
@@ -262,7 +260,7 @@ for i = 1, nb do
       -- only in the half-open period it was taken in.
       for slot, token, pg, res, pod in string.gmatch(probes, '(%d+):(%x+):(%d+):(%a):(%-?%d+);') do
         slot = tonumber(slot)
-        local lk = slot < hm and KEYS[c + 2 + slot]
+        local lk = slot < hm and KEYS[c + 1 + slot]
         if lk and redis.call('GET', lk) == token then
           redis.call('DEL', lk)
           if tonumber(pg) == g and s == 2 then probe_outcome(res, pod) end
@@ -372,21 +370,24 @@ for i = 1, nb do
 
     local v = struct.pack(VF, g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to,
       refresh and now or ex, hm, xc)
+    -- One HSET of what changed: the state, and the configuration, the
+    -- window and this process's serial when they did.
     if made then
       redis.call('HSET', k, 'v', v, 'cfg', cfg, 'w', w)
+      if fresh then redis.call('HSET', k, mark, serial) end
+    elseif fresh and w ~= w0 then
+      redis.call('HSET', k, 'v', v, 'w', w, mark, serial)
+    elseif fresh then
+      redis.call('HSET', k, 'v', v, mark, serial)
     elseif w ~= w0 then
       redis.call('HSET', k, 'v', v, 'w', w)
     else
       redis.call('HSET', k, 'v', v)
     end
-    if refresh then
-      redis.call('PEXPIRE', k, ttl)
-      redis.call('PEXPIRE', kb, ttl)
-    end
+    if refresh then redis.call('PEXPIRE', k, ttl) end
     if moved then redis.call('PUBLISH', channel, k) end
 
-    out[i] = string.format('ok,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f', g, s,
-      s == 1 and (now - oa) or 0, od, o, cf, tc, tf)
+    out[i] = struct.pack(YF, 'k', g, s, s == 1 and (now - oa) or 0, od, o, cf, tc, tf)
   end
 end
 return out

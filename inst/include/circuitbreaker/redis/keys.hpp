@@ -48,7 +48,7 @@ struct FleetSpec {
 // the separator: (prefix, name) -> key is injective. The braces are a Redis
 // Cluster hash tag holding the whole identity and nothing else, and no '{'
 // comes before them, so that every key of a breaker (the hash, and the
-// suffixes ":b" and ":p:<slot>" of fleet/script.hpp, and ":h", the
+// suffix ":p:<slot>" of fleet/script.hpp, and ":h", the
 // health-check lease of fleet_health_key()) lands in one slot. "cb2" is the
 // format's version, outside the tag: another format (cb1, whose hash kept
 // one field per value and its window in a list) cannot read or clobber
@@ -78,12 +78,11 @@ inline std::string fleet_channel(const std::string& prefix) {
 inline std::string FleetSpec::channel() const { return fleet_channel(prefix); }
 
 // The keys of the breaker whose hash is `key`, as the SYNC script takes them
-// in its KEYS (fleet/script.hpp): the hash, ":b" (the reports applied),
-// then ":p:<slot>" for each of `lease_slots` probe slots (its
-// half_open_max_calls).
+// in its KEYS (fleet/script.hpp): the hash, then ":p:<slot>" for each of
+// `lease_slots` probe slots (its half_open_max_calls).
 inline std::vector<std::string> fleet_script_keys(const std::string& key,
                                                   std::uint32_t lease_slots) {
-  std::vector<std::string> out{key, key + ":b"};
+  std::vector<std::string> out{key};
   for (std::uint32_t slot = 0; slot < lease_slots; ++slot) {
     out.push_back(key + ":p:" + std::to_string(slot));
   }
