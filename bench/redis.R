@@ -153,7 +153,8 @@ main <- function() {
     open_redis <- circuit_breaker(name = paste0("open-redis-", tag), store = store, recovery_timeout = 1e6)
     for (i in 1:5) open_redis$execute(failing, fb)
     open_key <- fleet_info(open_redis)$key
-    if (!wait_until(function() identical(rcall(conn, c("EVAL", read_script, "1", open_key, "s")), "1"), 0.5 + 10 * sync_interval)) {
+    fleet_open <- function() identical(rcall(conn, c("EVAL", read_script, "1", open_key, "s")), "1")
+    if (!wait_until(fleet_open, 0.5 + 10 * sync_interval)) {
       stop("the fleet did not open ", open_key, " within ", 0.5 + 10 * sync_interval, " s")
     }
     Sys.sleep(0.5)

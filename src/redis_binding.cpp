@@ -233,9 +233,7 @@ SEXP cb_fleet_store_info(SEXP spec) {
 // The script that reads a fleet breaker's packed state (fleet/script.hpp's
 // READ), for tests and people: EVAL it with the breaker's key.
 // [[Rcpp::export(rng = false)]]
-std::string cb_fleet_read_script() {
-  return circuitbreaker::kFleetReadScript;
-}
+std::string cb_fleet_read_script() { return circuitbreaker::kFleetReadScript; }
 
 // Every key of fleet breaker `name` under `prefix` (the core's list).
 // [[Rcpp::export(rng = false)]]

@@ -54,8 +54,8 @@ while (as.numeric(Sys.time() - t_fill, units = "secs") < 2) {
 }
 # Redis's CPU time (INFO cpu), which a busy machine inflates less than
 # the wall-clock times of INFO commandstats.
-redis_cpu <- function() {
-  info <- redis_cli(server$port, c("INFO", "cpu"))
+redis_cpu <- function(cli = redis_cli) {
+  info <- cli(server$port, c("INFO", "cpu"))
   sum(as.numeric(sub("^[^:]*:", "", grep("^used_cpu_(sys|user):", info, value = TRUE))))
 }
 redis_cli(server$port, c("CONFIG", "RESETSTAT"))

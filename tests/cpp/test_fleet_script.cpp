@@ -35,8 +35,10 @@ std::vector<std::string> script_keys(const std::string& key, const std::string& 
 }
 
 // One field of a breaker's fleet state (fleet/script.hpp's READ script).
-std::string fleet_field(cb::RedisConnection& conn, const std::string& key, const char* f) {
-  cb::RedisConnection::ReplyPtr r = conn.command({"EVAL", cb::kFleetReadScript, "1", key, f});
+std::string fleet_field(cb::RedisConnection& conn, const std::string& key,
+                        const char* f) {
+  cb::RedisConnection::ReplyPtr r =
+      conn.command({"EVAL", cb::kFleetReadScript, "1", key, f});
   REQUIRE(r);
   return cb::RedisConnection::reply_text(r.r);
 }
@@ -228,7 +230,9 @@ TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") 
   c.window_size = 10;
   const cb::Settings s = cb::make_settings(c);
   Fleet fleet{conn, "{t:window}", cb::config_fingerprint(c), cb::fleet_rules(s)};
-  auto field = [&conn](const char* f) { return std::stoll(fleet_field(conn, "{t:window}", f)); };
+  auto field = [&conn](const char* f) {
+    return std::stoll(fleet_field(conn, "{t:window}", f));
+  };
   cb::FleetReport r;
   r.delta.calls = 50;  // one busy sync: 50 calls, 25 failed
   r.delta.failures = 25;

@@ -268,7 +268,8 @@ TEST_CASE("a subscription that does not answer the check is replaced", "[fleet-s
     two.trip(last);
     REQUIRE(wait_for(
         [&] {
-          return cb::RedisConnection::reply_text(redis.command({"EVAL", cb::kFleetReadScript, "1", key, "s"}).r) ==
+          return cb::RedisConnection::reply_text(
+                     redis.command({"EVAL", cb::kFleetReadScript, "1", key, "s"}).r) ==
                  "1";
         },
         5));
@@ -436,7 +437,8 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
   Caller c{sync, sync->join("api", config)};
   const std::string key = c.member->key();
   auto field = [&redis, &key](const char* f) {
-    cb::RedisConnection::ReplyPtr r = redis.command({"EVAL", cb::kFleetReadScript, "1", key, f});
+    cb::RedisConnection::ReplyPtr r =
+        redis.command({"EVAL", cb::kFleetReadScript, "1", key, f});
     return r ? cb::RedisConnection::reply_text(r.r) : std::string("?");
   };
   auto leases = [&redis, &key] {

@@ -370,8 +370,8 @@ class FleetMember {
   // half-open (a sync had not told us yet).
   void adopt_state_reply(const std::vector<std::string>& v, Nanos now) {
     FleetReply r;
-    if (!r.parse_text("ok," + v[1] + ',' + v[2] + ',' + v[3] + ',' + v[4] + ',' + v[5] + ',' +
-                      v[6] + ",0,0")) {
+    if (!r.parse_text("ok," + v[1] + ',' + v[2] + ',' + v[3] + ',' + v[4] + ',' + v[5] +
+                      ',' + v[6] + ",0,0")) {
       return;
     }
     std::lock_guard<std::mutex> g(mutex_);

@@ -111,9 +111,11 @@ struct FleetReport {
     const std::size_t dot = id.rfind('.');
     std::int64_t serial = 0;
     if (dot != std::string::npos) {
-      serial = static_cast<std::int64_t>(std::strtoull(id.c_str() + dot + 1, nullptr, 10));
+      serial =
+          static_cast<std::int64_t>(std::strtoull(id.c_str() + dot + 1, nullptr, 10));
     }
-    out.push_back(dot == std::string::npos || serial <= 0 ? std::string() : id.substr(0, dot));
+    out.push_back(dot == std::string::npos || serial <= 0 ? std::string()
+                                                          : id.substr(0, dot));
     std::string p;
     p.reserve(15 * 8 + rules.size());
     fleet_pack_int(p, serial);
@@ -137,6 +139,8 @@ struct FleetReport {
     out.push_back(fingerprint);
   }
   static constexpr int kArgs = 4;
+  // The packed report: 15 values, then fleet_rules()'s 11.
+  static_assert(kFleetReportBytes == (15 + 11) * 8, "fleet/script.hpp's report format");
 };
 
 // What the script says back about one breaker: "k" and eight packed

@@ -86,19 +86,29 @@ namespace circuitbreaker {
 // length (ms), half_open_max_calls, backoff_multiplier,
 // max_recovery_timeout (ms).
 #define CIRCUITBREAKER_FLEET_REPORT \
-  "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8d" "di8dddi8i8i8i8di8"
+  "<i8i8i8i8i8i8i8i8i8i8i8i8i8i8d"  \
+  "di8dddi8i8i8i8di8"
 inline constexpr int kFleetStateBytes = 18 * 8;
 inline constexpr int kFleetWindowEntryBytes = 4 * 8;
 inline constexpr int kFleetReportBytes = 26 * 8;
 inline constexpr int kFleetReplyBytes = 1 + 8 * 8;
 // Where half_open_max_calls is in a report (1-based, as Lua counts).
 inline constexpr int kFleetReportLeaseSlotsAt = 23 * 8 + 1;
+// The scripts below spell these sizes out (VB, WB, RB, and 185 in SYNC's
+// check of the keys): a change of a format changes both.
+static_assert(kFleetStateBytes == 144 && kFleetWindowEntryBytes == 32 &&
+                  kFleetReportBytes == 208 && kFleetReportLeaseSlotsAt == 185,
+              "the scripts' sizes");
 
-#define CIRCUITBREAKER_FLEET_LUA_FORMATS                                       \
-  "local VF = '" CIRCUITBREAKER_FLEET_STATE "'\n"                              \
-  "local WF = '" CIRCUITBREAKER_FLEET_WINDOW_ENTRY "'\n"                       \
-  "local RF = '" CIRCUITBREAKER_FLEET_REPORT "'\n"                             \
-  "local YF = '" CIRCUITBREAKER_FLEET_REPLY "'\n"                              \
+#define CIRCUITBREAKER_FLEET_LUA_FORMATS           \
+  "local VF = '" CIRCUITBREAKER_FLEET_STATE        \
+  "'\n"                                            \
+  "local WF = '" CIRCUITBREAKER_FLEET_WINDOW_ENTRY \
+  "'\n"                                            \
+  "local RF = '" CIRCUITBREAKER_FLEET_REPORT       \
+  "'\n"                                            \
+  "local YF = '" CIRCUITBREAKER_FLEET_REPLY        \
+  "'\n"                                            \
   "local VB, WB, RB = 144, 32, 208\n"
 
 // SYNC: one call per sync for the breakers of a process that have

@@ -439,7 +439,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   Nanos after_tick(Nanos due) noexcept {
     const Nanos t = now();
     if (due == 0) {
-      return t + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) * uniform01(rng_));
+      return t + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) *
+                                    uniform01(rng_));
     }
     const Nanos next = next_tick(due);
     return next > t ? next : next_tick(t);
