@@ -190,7 +190,7 @@ start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
     saveRDS(list(url = url, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
                  parent_pid = Sys.getpid(), lifetime = lifetime,
-                 r_nice = max(opts[["r-nice"]], opts[["worker-nice"]]), worker_nice = opts[["worker-nice"]]),
+                 r_nice = opts[["r-nice"]], worker_nice = opts[["worker-nice"]]),
             file.path(w$dir, "config.rds"))
     # nice(1) execs Rscript: the process (and its PID) is the worker's.
     rscript <- c(file.path(R.home("bin"), "Rscript"), "--vanilla", file.path(home, "scale-worker.R"), w$dir)
@@ -441,6 +441,8 @@ for (name in names(defaults)) {
   opts[[name]] <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name, spec)
 }
 if (opts$processes > opts$connections) bad_option("--processes must be at most --connections")
+# An R thread never runs above its process (--r-nice's range starts there).
+opts[["r-nice"]] <- max(opts[["r-nice"]], opts[["worker-nice"]])
 
 needed <- c("circuitbreaker", "processx")
 missing <- needed[!vapply(needed, requireNamespace, logical(1), quietly = TRUE)]
@@ -475,7 +477,7 @@ status <- tryCatch(
         say(sprintf(paste("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up; workers at nice %d,",
                           "their R threads at nice %d\n"),
                     sync_interval, timeout, opts$seconds, opts$warmup, opts[["worker-nice"]],
-                    max(opts[["r-nice"]], opts[["worker-nice"]])))
+                    opts[["r-nice"]]))
         t0 <- now()
         # Each scenario's report as soon as it is measured.
         if (opts$idle > 0) report(run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say), say)

@@ -526,3 +526,11 @@ TEST_CASE("a sync reply that overtakes a probe's lease does not make the probe l
   m.apply(reply_of({"ok", "4", "0", "0", "0", "0", "0", "1", "1", ""}), 2 * kSec + 5, r);
   CHECK(m.breaker().snapshot(2 * kSec + 6).state == cb::State::Closed);
 }
+
+TEST_CASE("times from Redis saturate instead of overflowing", "[fleet]") {
+  CHECK(cb::ms_to_nanos(5) == 5 * cb::kNanosPerMs);
+  CHECK(cb::ms_to_nanos(-5) == -5 * cb::kNanosPerMs);
+  CHECK(cb::ms_to_nanos(cb::nanos_to_ms(cb::kNever)) == cb::kNever);  // 2^53 ms
+  CHECK(cb::ms_to_nanos(INT64_MAX) == cb::kNever);
+  CHECK(cb::ms_to_nanos(INT64_MIN) == -cb::kNever);
+}

@@ -252,6 +252,46 @@ TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") 
   CHECK(fleet.send(r).state == cb::State::Open);
 }
 
+TEST_CASE("a window that is not the script's is taken as empty", "[fleet-script]") {
+  RedisServer server;
+  cb::RedisConnection conn;
+  if (!server.connect(conn)) return skipped();
+  cb::Config c;
+  c.failure_threshold = 1e30;
+  c.failure_rate_threshold = 0.9;
+  c.window_size = 10;
+  Fleet fleet{conn, "{t:odd}", cb::config_fingerprint(c),
+              cb::fleet_rules(cb::make_settings(c))};
+  auto field = [&conn](const char* f) {
+    return std::stoll(fleet_field(conn, "{t:odd}", f));
+  };
+  auto set_window = [&conn](const std::string& w) {
+    REQUIRE(conn.command({"HSET", "{t:odd}", "w", w}));
+  };
+  cb::FleetReport r;  // 8 calls, 1 failed, a report
+  r.delta.calls = 8;
+  r.delta.failures = 1;
+  r.delta.successes = 7;
+  fleet.send(r);
+  r.known_generation = fleet.generation;
+  // Bytes that are no whole number of entries: the window starts again.
+  set_window("not a window");
+  fleet.send(r);
+  CHECK(field("wc") == 8);
+  CHECK(field("wf") == 1);
+  fleet.send(r);  // 16 calls: the oldest entry is cut to 2
+  CHECK(field("wc") == 10);
+  CHECK(field("xc") == 6);
+  // An oldest entry of no calls, while the state says some were cut from
+  // it: dropped, not divided by.
+  std::string w;
+  for (std::int64_t v : {0, 0, 0, 0, 0, 8, 1, 0}) cb::fleet_pack_int(w, v);
+  set_window(w);
+  CHECK(fleet.send(r).state == cb::State::Closed);
+  CHECK(field("wc") == 10);
+  CHECK(field("wf") == 1);
+}
+
 TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 8",
           "[fleet-script]") {
   RedisServer server;

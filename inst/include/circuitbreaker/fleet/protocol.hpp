@@ -38,7 +38,12 @@ enum class FleetCommand : std::uint8_t {
 inline std::int64_t nanos_to_ms(Nanos n) noexcept {
   return n >= kNever ? (std::int64_t{1} << 53) : static_cast<std::int64_t>(n / 1000000);
 }
+// Saturating: a time from Redis (a reply is untrusted input) may be any
+// 64-bit number, and nanos_to_ms(kNever) comes back as 2^53 ms.
 inline Nanos ms_to_nanos(std::int64_t ms) noexcept {
+  constexpr std::int64_t kLimit = kNever / 1000000;
+  if (ms >= kLimit) return kNever;
+  if (ms <= -kLimit) return -kNever;
   return static_cast<Nanos>(ms) * 1000000;
 }
 

@@ -120,7 +120,7 @@ static_assert(kFleetStateBytes == 144 && kFleetWindowEntryBytes == 32 &&
 // that order: the reporter's id (its member's: "" for a report without
 // counts), the packed report, its settled probes, cfg). Reply: one string per breaker
 // (fleet/protocol.hpp's FleetReply): "k" and eight packed numbers (g, s,
-// open elapsed, od, o, cf, tc, tf; kFleetReplyFormat), or "cfg,<the
+// open elapsed, od, o, cf, tc, tf; CIRCUITBREAKER_FLEET_REPLY), or "cfg,<the
 // fleet's cfg>" when the breaker's configuration is not the fleet's.
 inline constexpr const char* kFleetSyncScript = CIRCUITBREAKER_FLEET_LUA_FORMATS R"LUA(
 local t = redis.call('TIME')
@@ -159,6 +159,7 @@ if c ~= #KEYS + 1 then return redis.error_reply(bad) end
 local c, k
 local serial, mygen, calls, fails, slow, succ, rej, tail, lstate, tripped, lelapsed, lopen
 local lopens, cmd, jf, ft, rt, fr, sr, mc, wt, wn, wms, hm, bm, mx
+-- (kept_hm: v's hm, for the lease script; this report's rules give it.)
 local g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc, w
 local moved
 
@@ -227,6 +228,8 @@ for i = 1, nb do
   w = h[3] or ''
   if h[1] and #h[1] == VB then
     g, s, oa, od, o, cf, ps, wc, wf, ws, tc, tf, ts, tr, to, ex, kept_hm, xc = struct.unpack(VF, h[1])
+    -- A window not made of whole entries is not this script's: empty.
+    if #w % WB ~= 0 then w = ''; wc, wf, ws, xc = 0, 0, 0, 0 end
   else
     -- Absent (new, expired, or Redis restarted empty), or not this
     -- format's: rebuilt from this report, so a restart keeps the fleet's
@@ -332,6 +335,7 @@ for i = 1, nb do
       while wc > 0 do
         if pos + WB - 1 > len then wc, wf, ws, xc = 0, 0, 0, 0; break end
         local et, ec, ef, es = struct.unpack(WF, w, pos)
+        if ec < 1 or xc >= ec then ec, ef, es, xc = 1, 0, 0, 0 end  -- not the script's
         local left = ec - xc
         local kf, ks = ef, es
         if xc > 0 then
