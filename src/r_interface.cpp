@@ -180,7 +180,7 @@ std::unique_ptr<circuitbreaker::FleetBulkhead> open_fleet_bulkhead(
     const circuitbreaker::Config& c, const circuitbreaker::FleetSpec& fs,
     const std::string& name) {
   const std::string dir = circuitbreaker::default_store_directory();
-  const std::string path = dir + "/" + circuitbreaker::fleet_bulkhead_file_name(fs, name);
+  const std::string path = circuitbreaker::fleet_bulkhead_path(fs, name);
   circuitbreaker::HostBreaker::OpenResult r;
   const int err = circuitbreaker::ensure_private_directory(dir, &r.untrusted);
   if (err != 0) {

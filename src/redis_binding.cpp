@@ -255,8 +255,7 @@ std::string cb_fleet_bulkhead_path(SEXP spec) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   const circuitbreaker::FleetSpec fs = cbr::fleet_spec_from(spec);
   Rcpp::List l(spec);
-  return circuitbreaker::default_store_directory() + "/" +
-         circuitbreaker::fleet_bulkhead_file_name(fs, Rcpp::as<std::string>(l["name"]));
+  return circuitbreaker::fleet_bulkhead_path(fs, Rcpp::as<std::string>(l["name"]));
 #else
   (void)spec;
   cbr::abort_by("abort_redis_unavailable", R_NilValue);

@@ -39,6 +39,7 @@
 #include "../permit.hpp"
 #include "../snapshot.hpp"
 #include "../host/host_breaker.hpp"
+#include "../host/store_files.hpp"
 #include "keys.hpp"
 
 namespace circuitbreaker {
@@ -88,6 +89,11 @@ inline std::string fleet_bulkhead_file_name(const FleetSpec& spec,
   append_encoded_name(out, name);
   if (out.size() > 255) out.resize(255);
   return out;
+}
+
+// Where that file is: this user's default host store directory.
+inline std::string fleet_bulkhead_path(const FleetSpec& spec, const std::string& name) {
+  return default_store_directory() + "/" + fleet_bulkhead_file_name(spec, name);
 }
 
 // The configuration of a fleet breaker's permits segment: the bulkhead's
