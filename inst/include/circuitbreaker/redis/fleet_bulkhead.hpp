@@ -91,10 +91,12 @@ inline std::string fleet_bulkhead_file_name(const FleetSpec& spec,
   return out;
 }
 
+#if CIRCUITBREAKER_HAS_STORE_FILES
 // Where that file is: this user's default host store directory.
 inline std::string fleet_bulkhead_path(const FleetSpec& spec, const std::string& name) {
   return default_store_directory() + "/" + fleet_bulkhead_file_name(spec, name);
 }
+#endif
 
 // The configuration of a fleet breaker's permits segment: the bulkhead's
 // limit, every other argument at its default (they are the fleet's).
