@@ -188,3 +188,36 @@ wait_for_fleet <- function(cb, timeout = 15) {
     }
   )
 }
+
+# A Redis Cluster (redis_cluster_start(tls = ): every node TLS only, its
+# bus and replication too) or a master, a replica and sentinels
+# (redis_sentinel_start(tls = )) for one test, with the certificates
+# `certs` (made for it when NULL; the result's `certs`), in a private
+# directory; stopped, and the directory removed, when `env` ends.
+local_redis_tls_cluster <- function(..., certs = NULL, client = TRUE, env = parent.frame()) {
+  skip_if_no_tls(client)
+  skip_if_not(exists("redis_cluster_start", mode = "function"), "the package has no inst/redis/redis-cluster.R")
+  if (is.null(certs)) certs <- local_tls_certs(env)
+  dir <- tempfile("cb-cluster-tls-")
+  dir.create(dir)
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  cluster <- redis_cluster_start(dir, ..., tls = list(cert_file = certs$server_cert, key_file = certs$server_key,
+                                                      ca_file = certs$ca))
+  withr::defer(cluster$stop(), envir = env)
+  cluster$certs <- certs
+  cluster
+}
+
+local_redis_tls_sentinel <- function(..., certs = NULL, client = TRUE, env = parent.frame()) {
+  skip_if_no_tls(client)
+  skip_if_not(exists("redis_sentinel_start", mode = "function"), "the package has no inst/redis/redis-sentinel.R")
+  if (is.null(certs)) certs <- local_tls_certs(env)
+  dir <- tempfile("cb-sentinel-tls-")
+  dir.create(dir)
+  withr::defer(unlink(dir, recursive = TRUE), envir = env)
+  sentinel <- redis_sentinel_start(dir, ..., tls = list(cert_file = certs$server_cert, key_file = certs$server_key,
+                                                        ca_file = certs$ca))
+  withr::defer(sentinel$stop(), envir = env)
+  sentinel$certs <- certs
+  sentinel
+}
