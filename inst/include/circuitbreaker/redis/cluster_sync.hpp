@@ -105,8 +105,9 @@ inline RedisReply command_following_redirect(RedisConnection& conn,
   RedisReply r = conn.command(args);
   ClusterRedirect rd;
   if (!r || !r->is_error() || parse_cluster_redirect(r->str, rd) != nullptr) return r;
-  // The host of a redirect is the asked node's when empty: the seeds'.
-  const RedisNodeAddress asked = e.seed_nodes().front();
+  // The host of a redirect is the asked node's when empty: the node that
+  // answered (any seed that connect_first_seed() reached).
+  const RedisNodeAddress asked = conn.node().port != 0 ? conn.node() : e.seed_nodes().front();
   if (!other.connect_node(e, rd.target(asked), timeout)) return std::nullopt;
   if (rd.ask && !other.command({"ASKING"})) return std::nullopt;
   return other.command(args);

@@ -50,10 +50,13 @@ class RedisConnection {
   // The host:port connected to ("" when not connected): behind Sentinel,
   // the master of the moment.
   const std::string& address() const noexcept { return address_; }
+  // The same as a node address (port 0 when not connected).
+  const RedisNodeAddress& node() const noexcept { return node_; }
 
   void close() noexcept {
     wire_.close();
     address_.clear();
+    node_ = RedisNodeAddress{};
     shas_.clear();
     fresh_ = false;
   }
@@ -207,6 +210,7 @@ class RedisConnection {
       return false;
     }
     address_ = host + ":" + std::to_string(port);
+    node_ = RedisNodeAddress{host, port};
     fresh_ = true;
     if (e.has_password) {
       std::vector<std::string> auth{"AUTH"};
@@ -301,6 +305,7 @@ class RedisConnection {
   RedisWire wire_;
   Nanos timeout_ = 100 * kNanosPerMs;
   std::string address_;
+  RedisNodeAddress node_;
   RedisEndpoint endpoint_;  // for redacting its password from error()
   std::string error_;
   std::vector<std::pair<const char*, std::string>> shas_;  // source -> SHA1
