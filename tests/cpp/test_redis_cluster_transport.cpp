@@ -1,5 +1,5 @@
 // The fleet store's transport on a real Redis Cluster (redis/transport.hpp,
-// redis/cluster_sync.hpp): three cluster-enabled redis-servers on 127.0.0.1
+// redis/router.hpp, redis/round_trip.hpp): three cluster-enabled redis-servers on 127.0.0.1
 // that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER
 // MEET); then detection, a sync of breakers over every master with one
 // EVALSHA each, a slot moved under the store (MOVED followed in the same

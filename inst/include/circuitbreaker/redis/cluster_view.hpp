@@ -1,7 +1,7 @@
 // What the threads of one fleet store (FleetSync, redis/sync.hpp) know of
 // the Redis they talk to, shared between the sync thread and the callers'
 // thread: whether it is a Cluster (found out once, on the first connection:
-// redis/cluster_sync.hpp), the cluster's slot map (ClusterTopology,
+// redis/router.hpp), the cluster's slot map (ClusterTopology,
 // redis/cluster.hpp) and, per master, whether it answered the last round
 // trip that asked it and when it last did. That last part keeps `mode` and
 // `sync_lag` true per breaker: a breaker whose master is unreachable runs on

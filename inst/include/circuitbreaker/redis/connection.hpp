@@ -150,7 +150,7 @@ class RedisConnection {
   // True when loaded, or when this user may not load scripts (then eval()
   // sends EVAL with the source).
   bool load_script(const char* source) {
-    if (!script_sha(source).empty()) return true;
+    if (eval_only_ || !script_sha(source).empty()) return true;
     RedisReply l = command({"SCRIPT", "LOAD", source});
     if (l && l->is_string()) {
       shas_.emplace_back(source, l->str);
@@ -163,6 +163,10 @@ class RedisConnection {
     if (l) error_ = l->text();
     close();
     return false;
+  }
+  // Whether eval() of `source` goes out at once (loaded, or sent as EVAL).
+  bool has_script(const char* source) const noexcept {
+    return eval_only_ || !script_sha(source).empty();
   }
   // A NOSCRIPT answer: the node lost its scripts (SCRIPT FLUSH, a restart,
   // a promoted replica); they are loaded again when next used.
@@ -230,6 +234,13 @@ class RedisConnection {
         (error_.find("closed the connection") != std::string::npos ||
          error_.find("reset by peer") != std::string::npos)) {
       error_ += " before any answer (a TLS port? use rediss://)";
+    } else if (fresh_ && endpoint_.tls.enabled && endpoint_.tls.cert_file.empty() &&
+               error_.find("TLS:") == std::string::npos) {
+      // TLS 1.3: a server that wants a client certificate says so after the
+      // handshake, and its alert can be lost to the connection's reset.
+      error_ +=
+          " after the TLS handshake (does the server ask for a client "
+          "certificate? tls = list(cert_file = ..., key_file = ...))";
     }
     close();
     return false;

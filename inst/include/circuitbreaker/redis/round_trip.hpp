@@ -1,8 +1,34 @@
 // The round trips a fleet store (FleetSync, redis/sync.hpp) makes to Redis,
-// each on a connection it is given and bounded by the store's timeout: one
-// SYNC of the script (fleet/script.hpp) for many breakers, its retry on a
-// new connection, one LEASE of a half-open probe and one health-check
-// lease. What they find is told to the store's link (redis/link.hpp).
+// each written once for a single server, the master behind Sentinel and a
+// Redis Cluster (redis/router.hpp: a single endpoint is a cluster of one
+// node), and bounded by the store's timeout: the SYNC of many breakers, the
+// LEASE of a half-open probe, and the health-check lease. What they find is
+// told to the store's link (redis/link.hpp).
+//
+// A sync groups the breakers by the node that serves them and writes every
+// node's pipeline before it reads any reply, so that it costs about one
+// round trip to the slowest node, however many nodes and breakers. On a
+// single endpoint a node's breakers go in one EVALSHA of the SYNC script;
+// on a Cluster, one EVALSHA per breaker (no script spans two slots: every
+// key of a breaker is in the slot of its hash tag, redis/keys.hpp). A node
+// that carries no breaker in the sync gets a PING (`ping_idle`), so that
+// each node's health, and each breaker's `mode` and `sync_lag`, stays known.
+//
+// What a node answers for a breaker:
+//   - the script's reply: applied (fleet/member.hpp);
+//   - MOVED: the map is corrected (and read again at the start of the next
+//     sync); the report goes again, to the node named, in the same sync
+//     while time is left (reports carry ids: one applied twice counts once);
+//   - ASK (a slot being migrated): ASKING, then the EVALSHA on the node named;
+//   - NOSCRIPT: the scripts are loaded on that node, and the report goes again;
+//   - CLUSTERDOWN, TRYAGAIN: that breaker's report stays pending for the next
+//     sync; the node's other breakers sync as usual;
+//   - READONLY, another error, no answer: the node's breakers run on local
+//     rules this sync (their reports stay pending) and the map is read again;
+//     behind Sentinel, READONLY closes the connection, so the next one asks
+//     the sentinels where the master is now.
+// A node's pipeline that fails at once on a connection the server closed
+// while it was idle is sent once more on a new connection (IdleRetry).
 #ifndef CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
 #define CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
 
@@ -10,8 +36,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../clock.hpp"
@@ -21,6 +49,7 @@
 #include "connection.hpp"
 #include "keys.hpp"
 #include "link.hpp"
+#include "router.hpp"
 
 namespace circuitbreaker {
 
@@ -30,108 +59,242 @@ inline Nanos fleet_clock(const FleetSpec& spec) noexcept {
   return SteadyClock::now() + spec.clock_offset;
 }
 
-// Loads the fleet's two scripts on `conn` (one round trip each), so that
-// each later EVALSHA costs one.
-inline bool fleet_load_scripts(RedisConnection& conn) {
-  return conn.load_script(kFleetSyncScript) && conn.load_script(kFleetLeaseScript);
+// Whether a connection has the fleet's scripts, and loading them (one
+// round trip each), so that each later EVALSHA costs one.
+inline bool fleet_scripts_ready(RedisConnection& c) {
+  return c.has_script(kFleetSyncScript) && c.has_script(kFleetLeaseScript);
+}
+inline bool fleet_load_scripts(RedisConnection& c) {
+  return c.load_script(kFleetSyncScript) && c.load_script(kFleetLeaseScript);
 }
 
-// `conn`, connected and with its scripts loaded (each round trip bounded by
-// `timeout`).
-inline bool fleet_connection_ready(RedisConnection& conn, const FleetSpec& spec) {
-  return conn.connected() ||
-         (conn.connect(spec.endpoint, spec.timeout) && fleet_load_scripts(conn));
+namespace round_trip_detail {
+
+struct Item {
+  FleetMember* m = nullptr;
+  FleetReport sent;
+  std::vector<std::string> keys, args;  // args: the header (3), then the report's
+  RedisNodeAddress to;
+  bool ask = false;
+};
+
+// The header of every SYNC: key TTL, events channel, arguments per report.
+inline std::vector<std::string> sync_header(const FleetSpec& spec) {
+  return {std::to_string(spec.key_ttl_ms), spec.channel(),
+          std::to_string(FleetReport::kArgs)};
 }
 
-// One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
-// applies the replies. False when the round trip failed (the reports stay
-// pending). With no members, a PING: the link is still known to be up (its
-// mode, sync_lag), at the least cost to Redis.
-inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
-                            const std::vector<FleetMember*>& members, FleetLink& link) {
-  if (members.empty()) {
-    RedisReply r = conn.command({"PING"});
-    if (!r || !r->is_status()) {
-      if (r) link.note_failure(r->is_error() ? r->str : "unexpected reply to PING");
-      conn.close();
-      return false;
+// Queues node `at`'s part of a sync on `c` (a PING when it has no breaker)
+// and writes it: one batched EVALSHA on a single endpoint, one per breaker
+// on a Cluster.
+inline bool write(RedisConnection& c, bool cluster, const FleetSpec& spec,
+                  const std::vector<Item>& items, const std::vector<std::size_t>& idx) {
+  if (idx.empty()) return c.append({"PING"}) && c.flush();
+  if (!cluster) {
+    std::vector<std::string> keys, args = sync_header(spec);
+    for (const std::size_t i : idx) {
+      keys.insert(keys.end(), items[i].keys.begin(), items[i].keys.end());
+      args.insert(args.end(), items[i].args.begin() + 3, items[i].args.end());
     }
-    link.note_success(fleet_clock(spec));
-    link.note_tls(conn.tls_version());
-    return true;
+    return c.append(c.eval_command(kFleetSyncScript, keys, args)) && c.flush();
   }
-  std::vector<std::string> keys, args;
-  keys.reserve(members.size());
-  args.reserve(3 + members.size() * FleetReport::kArgs);
-  args.push_back(std::to_string(spec.key_ttl_ms));
-  args.push_back(spec.channel());
-  args.push_back(std::to_string(FleetReport::kArgs));
-  const Nanos t = fleet_clock(spec);
-  std::vector<FleetReport> sent;
-  sent.reserve(members.size());
-  for (FleetMember* m : members) {
-    const std::vector<std::string> own =
-        fleet_script_keys(m->key(), m->breaker().settings().half_open_max_calls);
-    keys.insert(keys.end(), own.begin(), own.end());
-    sent.push_back(m->build(t));
-    sent.back().append_args(args, m->fingerprint(), m->rules());
+  for (const std::size_t i : idx) {
+    const Item& it = items[i];
+    if (it.ask && !c.append({"ASKING"})) return false;
+    if (!c.append(c.eval_command(kFleetSyncScript, it.keys, it.args))) return false;
   }
-  RedisReply r = conn.eval(kFleetSyncScript, keys, args);
-  if (!r || !r->is_array() ||
-      r->elements.size() != members.size() * FleetReply::kFields) {
-    if (r && !r->is_error()) link.note_failure("unexpected reply to the sync script");
-    conn.close();
-    return false;
-  }
-  const Nanos at = fleet_clock(spec);
+  return c.flush();
+}
+
+// Applies one script reply (kFields values) to item `it`; false when it is
+// not one.
+inline bool apply(const FleetSpec& spec, Item& it, const std::vector<RedisValue>& v,
+                  std::size_t from) {
   std::string fields[FleetReply::kFields];
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    for (int j = 0; j < FleetReply::kFields; ++j) {
-      fields[j] = r->elements[i * FleetReply::kFields + j].text();
-    }
-    FleetReply reply;
-    if (reply.parse(fields)) members[i]->apply(reply, at, sent[i]);
-  }
-  link.note_success(fleet_clock(spec));
-  link.note_tls(conn.tls_version());
+  for (int j = 0; j < FleetReply::kFields; ++j) fields[j] = v[from + j].text();
+  FleetReply reply;
+  if (reply.parse(fields)) it.m->apply(reply, fleet_clock(spec), it.sent);
   return true;
 }
 
-// One SYNC on `conn`, made first if needed; once more on a new connection
-// when `conn` was open but failed at once (the server closed it while it
-// was idle: only a second failure says that Redis cannot be reached; a
-// round trip that timed out is not tried again, so that a hung Redis costs
-// one timeout). A retried report is applied once (reports carry ids).
-inline bool fleet_sync(RedisConnection& conn, const FleetSpec& spec,
-                       const std::vector<FleetMember*>& members, FleetLink& link) {
-  const bool was_open = conn.connected();
-  const Nanos started = SteadyClock::now();
-  if (fleet_connection_ready(conn, spec) && fleet_sync_once(conn, spec, members, link))
-    return true;
-  return was_open && SteadyClock::now() - started < spec.timeout / 2 &&
-         fleet_connection_ready(conn, spec) && fleet_sync_once(conn, spec, members, link);
+// What one node's part of a sync came to.
+enum class Node { kOk, kFailed, kRetried };
+
+// Reads node `at`'s replies to write() on `c`: a PING's, one batched reply,
+// or one per breaker (after ASKING's +OK where asked). Reports to send
+// again (redirected, NOSCRIPT, or all after an idle close) go to `todo`.
+// The node answered when any breaker's reply was applied (or the PING's
+// came): a node whose every reply was CLUSTERDOWN or TRYAGAIN is down
+// for this sync, its reports pending.
+inline Node read_node(RedisConnection& c, bool cluster, const FleetSpec& spec,
+                      std::vector<Item>& items, const std::vector<std::size_t>& idx,
+                      RedisRouter& router, std::uint64_t routed, FleetLink& link,
+                      std::vector<std::size_t>& todo, std::string& error,
+                      IdleRetry& retry, bool was_open, Nanos start) {
+  const std::string where = cluster ? c.address() + ": " : std::string();
+  const std::size_t replies = idx.empty() || !cluster ? 1 : idx.size();
+  bool down = false, reload = false;
+  std::size_t applied = 0;
+  for (std::size_t k = 0; k < replies && !down; ++k) {
+    Item* it = idx.empty() ? nullptr : &items[idx[cluster ? k : 0]];
+    if (it != nullptr && it->ask) c.read();  // ASKING's +OK
+    const RedisReply r = c.read();
+    if (!r) {
+      if (retry.again(was_open, c, start, spec.timeout)) {
+        todo.insert(todo.end(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end());
+        return Node::kRetried;
+      }
+      error = where + c.error();
+      return Node::kFailed;
+    }
+    if (it == nullptr) {
+      if (r->is_status()) return Node::kOk;
+      error = where + (r->is_error() ? r->str : "unexpected reply to PING");
+      return Node::kFailed;
+    }
+    const std::size_t n = cluster ? 1 : idx.size();
+    if (r->is_array() && r->elements.size() == n * FleetReply::kFields) {
+      for (std::size_t j = 0; j < n; ++j) {
+        apply(spec, items[idx[cluster ? k : j]], r->elements, j * FleetReply::kFields);
+      }
+      applied += n;
+      continue;
+    }
+    if (!r->is_error()) {
+      link.note_failure("unexpected reply to the sync script");
+      if (!cluster) down = true;
+      continue;
+    }
+    const ClusterError kind = cluster_error_kind(r->str);
+    ClusterRedirect rd;
+    if (cluster && parse_cluster_redirect(r->str, rd) == nullptr) {
+      it->ask = rd.ask;
+      it->to = router.redirected(rd, it->to, routed);
+      todo.push_back(idx[k]);
+      ++applied;  // the node answered
+    } else if (r->is_error("NOSCRIPT")) {
+      reload = true;
+      for (std::size_t j = cluster ? k : 0; j < (cluster ? k + 1 : idx.size()); ++j) {
+        items[idx[j]].ask = false;
+        todo.push_back(idx[j]);
+      }
+      ++applied;
+    } else {
+      // CLUSTERDOWN, TRYAGAIN (pending), READONLY (the map, or behind
+      // Sentinel the master, is out of date), a refusal of the script
+      // (NOPERM, an out-of-memory Redis): the reports stay pending.
+      error = where + r->str;
+      if (kind == ClusterError::kReadOnly || !cluster) down = true;
+      if (!cluster && is_readonly_error(r->str)) c.close();
+    }
+  }
+  if (reload) c.forget_scripts();  // loaded before the next round
+  return !down && (applied > 0 || !cluster) ? Node::kOk : Node::kFailed;
 }
 
-// One request of the caller's thread on `conn`, by `deadline`: `send(c)`
-// makes the round trip on a connected `c`. The first attempt goes out on
-// `conn` as it is; when that fails without an answer (the server closed it:
-// that costs no wait), the connection is made again and the request sent
-// once more, in what is left of the time. Returns Redis's first answer (an
-// error too: Redis answered, so the connection is not dead), or an empty
-// reply when Redis could not be reached (conn.error() says why).
-template <class Send>
-inline RedisReply fleet_caller_request(RedisConnection& conn, const FleetSpec& spec,
-                                       Nanos deadline, Send send) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const Nanos left = deadline - SteadyClock::now();
-    if (left <= 0) break;
-    if (!conn.connected() && !conn.connect(spec.endpoint, left)) break;
-    conn.set_timeout(deadline - SteadyClock::now());
-    RedisReply r = send(conn);
-    conn.set_timeout(spec.timeout);
-    if (r) return r;
+}  // namespace round_trip_detail
+
+// One sync of `members` over `router` (see the header); a PING for each
+// node when there are none and `ping_idle`. True when at least one node
+// answered.
+inline bool fleet_sync(RedisRouter& router, const FleetSpec& spec,
+                       const std::vector<FleetMember*>& members, FleetLink& link,
+                       bool ping_idle) {
+  using round_trip_detail::Item;
+  using round_trip_detail::Node;
+  // Each step is bounded by `timeout`: finding the topology, a node's
+  // connection (TLS, AUTH, SELECT, the scripts), each round's replies (this
+  // is the sync thread's time, not a caller's: a caller's lease is bounded
+  // by one `timeout` in all).
+  const Nanos start = SteadyClock::now();
+  const RedisEndpoint& e = spec.endpoint;
+  router.set_error("");
+  if (!router.ready(e, start + spec.timeout)) return false;
+  if (router.cluster() && router.view().refresh_due()) {
+    router.refresh(e, SteadyClock::now() + spec.timeout / 2);
   }
-  return std::nullopt;
+  const Nanos last_round = SteadyClock::now() + spec.timeout;
+  const bool cluster = router.cluster();
+  std::vector<Item> items(members.size());
+  std::vector<std::uint16_t> slots;
+  const Nanos t = fleet_clock(spec);
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Item& it = items[i];
+    it.m = members[i];
+    it.keys =
+        fleet_script_keys(it.m->key(), it.m->breaker().settings().half_open_max_calls);
+    it.args = round_trip_detail::sync_header(spec);
+    it.sent = it.m->build(t);
+    it.sent.append_args(it.args, it.m->fingerprint(), it.m->rules());
+    slots.push_back(cluster_key_slot(it.m->key()));
+  }
+  std::uint64_t routed = 0;
+  const std::vector<RedisNodeAddress> home = router.route(e, slots, routed);
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i].to = home[i];
+    if (home[i].port != 0) todo.push_back(i);
+  }
+  std::map<RedisNodeAddress, bool> answered;
+  std::map<RedisNodeAddress, IdleRetry> retries;
+  std::string error;
+  for (int round = 0; round < 3 && (round == 0 || SteadyClock::now() < last_round);
+       ++round) {
+    std::map<RedisNodeAddress, std::vector<std::size_t>> groups;
+    for (const std::size_t i : todo) groups[items[i].to].push_back(i);
+    if (round == 0 && (ping_idle || members.empty())) {
+      for (const RedisNodeAddress& m : router.masters(e)) groups[m];  // a PING
+    }
+    todo.clear();
+    if (groups.empty()) break;
+    // Every node's pipeline written, then every reply read.
+    std::vector<std::pair<RedisNodeAddress, RedisConnection*>> written;
+    std::map<RedisNodeAddress, bool> was_open;
+    for (auto& [at, idx] : groups) {
+      was_open[at] = router.is_open(at);
+      RedisConnection* c = router.node(e, at, SteadyClock::now() + spec.timeout,
+                                       fleet_scripts_ready, fleet_load_scripts);
+      if (c != nullptr) c->set_timeout(spec.timeout);
+      if (c != nullptr && round_trip_detail::write(*c, cluster, spec, items, idx)) {
+        written.emplace_back(at, c);
+      } else if (c != nullptr &&
+                 retries[at].again(was_open[at], *c, start, spec.timeout)) {
+        todo.insert(todo.end(), idx.begin(), idx.end());
+      } else {
+        error = c != nullptr ? c->error() : router.error();
+        answered.emplace(at, false);
+      }
+    }
+    // This round's replies: within `timeout` of the last write.
+    const Nanos replies_by = SteadyClock::now() + spec.timeout;
+    for (auto& [at, c] : written) {
+      const std::vector<std::size_t>& idx = groups[at];
+      c->set_timeout(replies_by - SteadyClock::now());
+      const Node r = read_node(*c, cluster, spec, items, idx, router, routed, link, todo,
+                               error, retries[at], was_open[at], start);
+      if (r == Node::kOk) link.note_tls(c->tls_version());
+      if (r != Node::kRetried) answered.emplace(at, r == Node::kOk);
+      if (r == Node::kOk) answered[at] = true;
+      c->set_timeout(spec.timeout);
+    }
+  }
+  bool any = false;
+  const Nanos at = fleet_clock(spec);
+  for (const auto& [node, ok] : answered) {
+    router.note(node, ok, at);
+    any = any || ok;
+    // On a cluster each node's failure is told; one server's, by the caller.
+    if (!ok && cluster) link.note_failure(error.empty() ? router.error() : error);
+  }
+  if (any) link.note_success(at);
+  if (answered.empty()) {
+    router.set_error(members.empty() || !cluster
+                         ? (error.empty() ? router.error() : error)
+                         : "no node of the Redis Cluster is known: " + error);
+  } else if (!error.empty()) {
+    router.set_error(error);
+  }
+  return any;
 }
 
 // The LEASE script's reply (an array of strings), or nullopt.
@@ -143,16 +306,18 @@ inline std::optional<std::vector<std::string>> fleet_lease_reply(const RedisRepl
 }
 
 // A fleet-wide lease of a probe of the breaker whose LEASE keys are `keys`
-// (fleet/script.hpp, LEASE; fleet_lease_keys()) on `conn`, by `deadline`
-// (fleet_caller_request()). Returns the script's reply, or nullopt when
-// Redis could not be reached (conn.error() says why) or answered otherwise.
+// (fleet/script.hpp, LEASE; fleet_lease_keys()), on the node that serves
+// them, by `deadline`. Returns the script's reply, or nullopt when Redis
+// could not be reached or answered otherwise (router.error() says why).
 inline std::optional<std::vector<std::string>> fleet_lease(
-    RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
+    RedisRouter& router, const FleetSpec& spec, const std::vector<std::string>& keys,
     const std::string& token, std::int64_t lease_ms, Nanos deadline) {
   const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
-  return fleet_lease_reply(fleet_caller_request(
-      conn, spec, deadline,
-      [&](RedisConnection& c) { return c.eval(kFleetLeaseScript, keys, args); }));
+  return fleet_lease_reply(router.request(
+      spec.endpoint, keys.at(0), deadline, fleet_scripts_ready, fleet_load_scripts,
+      [&](RedisConnection& c) { return c.eval(kFleetLeaseScript, keys, args); },
+      [](const RedisValue& v) { return v.is_array(); },
+      [&] { return fleet_clock(spec); }));
 }
 
 // The health-check lease (keys.hpp's fleet_health_key()): a plain
@@ -173,16 +338,18 @@ inline std::optional<bool> fleet_health_lease_reply(const RedisReply& r) {
   return std::nullopt;
 }
 
-// The health-check lease of `key` on `conn`, by `deadline`
-// (fleet_caller_request()).
-inline std::optional<bool> fleet_health_lease(RedisConnection& conn,
-                                              const FleetSpec& spec,
+// The health-check lease of `key`, on the node that serves it, by
+// `deadline`.
+inline std::optional<bool> fleet_health_lease(RedisRouter& router, const FleetSpec& spec,
                                               const std::string& key,
                                               const std::string& token,
                                               std::int64_t lease_ms, Nanos deadline) {
   const std::vector<std::string> cmd = fleet_health_lease_command(key, token, lease_ms);
-  return fleet_health_lease_reply(fleet_caller_request(
-      conn, spec, deadline, [&](RedisConnection& c) { return c.command(cmd); }));
+  return fleet_health_lease_reply(router.request(
+      spec.endpoint, key, deadline, RedisRouter::any, RedisRouter::any,
+      [&](RedisConnection& c) { return c.command(cmd); },
+      [](const RedisValue& v) { return v.is_status() || v.is_nil(); },
+      [&] { return fleet_clock(spec); }));
 }
 
 }  // namespace circuitbreaker

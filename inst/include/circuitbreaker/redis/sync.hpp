@@ -32,7 +32,7 @@
 //
 // The store is on a single server, a master behind Sentinel or a Redis
 // Cluster (redis/transport.hpp: found on the first connection; on a
-// Cluster, redis/cluster_sync.hpp: one pipeline per master).
+// Cluster (redis/router.hpp, redis/round_trip.hpp: one pipeline per node).
 //
 // The caller's thread uses its own connection, for leases only: the
 // fleet-wide lease of a half-open probe or of a health check (and the first
@@ -46,7 +46,7 @@
 // local rules (mode "local"), their counts pending until the reconnect.
 //
 // Here: the thread, its members and wake-ups. The link's state is in
-// link.hpp, the round trips in round_trip.hpp and cluster_sync.hpp.
+// link.hpp, the round trips in round_trip.hpp, the routing in router.hpp.
 #ifndef CIRCUITBREAKER_REDIS_SYNC_HPP
 #define CIRCUITBREAKER_REDIS_SYNC_HPP
 

@@ -39,7 +39,7 @@ struct RedisEndpoint {
   // The nodes the user gave (url as a vector: the seed nodes of a Redis
   // Cluster), host:port above being the first; empty for one URL. Whether
   // the store is on a Cluster is found on the first connection
-  // (redis/cluster_sync.hpp), seeds or not.
+  // (redis/router.hpp), seeds or not.
   std::vector<RedisNodeAddress> seeds;
   // TLS on every connection of the store (rediss://, the query, R's `tls`).
   RedisTls tls;

@@ -180,7 +180,8 @@ class RedisWire {
       done += put;
       if (io == Io::kDone) continue;
       if (io == Io::kFailed) return false;
-      if (!wait(io == Io::kWantWrite, deadline)) return fail("write timed out");
+      if (!wait(io == Io::kWantWrite, deadline))
+        return fail("timed out: the write did not finish in time");
     }
     out_.clear();
     return true;
@@ -198,7 +199,7 @@ class RedisWire {
       if (io == Io::kDone) continue;
       if (io == Io::kFailed) return std::nullopt;
       if (!wait(io == Io::kWantWrite, deadline)) {
-        fail("no reply in time");
+        fail("timed out: no reply in time");
         return std::nullopt;
       }
     }
