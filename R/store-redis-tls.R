@@ -162,12 +162,11 @@ check_tls_pair <- function(settings, origin, call) {
 # without its content when it may be a certificate or a key (PEM text), and
 # the condition keeps no `value`.
 abort_tls <- function(arg, must, value, why = NULL, origin = "tls", call = NULL) {
-  from_url <- identical(origin, "url")
-  field <- sub("^tls[$]", "", arg)
+  from_url <- if (identical(origin, "url")) redis_tls_query_names[[sub("^tls[$]", "", arg)]]
   cli::cli_abort(
     c("{.arg {arg}} must be {must}, not {describe_tls_value(value)}.",
       x = why,
-      i = if (from_url) "It comes from the URL's query ({.code {redis_tls_query_names[[field]]}}).",
+      i = if (!is.null(from_url)) paste0("It comes from the URL's query (`", from_url, "`)."),
       i = if (looks_like_pem(value)) "Give the path of a PEM file, not its content."),
     class = c("circuit_breaker_invalid_argument", "circuit_breaker_error"),
     argument = arg,

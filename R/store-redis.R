@@ -405,7 +405,8 @@ NULL
 #' prefix percent-encoded as in "Keys"; `:` is `%3A`). For prefix `"myapp"`,
 #' this ACL user (Redis 6.2 or later; put a password of your own after `>`)
 #' is all a fleet store needs, on a single server, a Cluster's nodes or a
-#' Sentinel's master and replicas:
+#' Sentinel's master and replicas (Redis does not replicate ACLs: run it on
+#' every node, or put the rules in its `aclfile`):
 #'
 #' `r redis_acl_block("myapp")`
 #'
@@ -440,7 +441,9 @@ NULL
 #' and hiredis's messages. The store object keeps the URL out of sight of
 #' `str()` and `dput()`, but it is in the process's memory and in whatever
 #' code or configuration gave it: pass it from an environment variable or a
-#' secret store, not in source code.
+#' secret store, not in source code. The `tls` settings are paths, shown in
+#' errors when a file is missing; a value that looks like a certificate or a
+#' key (PEM text given where its path belongs) is described, never shown.
 #'
 #' @param url A `redis://[[user]:password@]host[:port][/db]` URL, or
 #'   `rediss://` for TLS, maybe with a query (`?ssl_cert_reqs=required`, see
