@@ -161,6 +161,10 @@ cb_redis_available <- function() {
     .Call(`_circuitbreaker_cb_redis_available`)
 }
 
+cb_redis_tls_available <- function() {
+    .Call(`_circuitbreaker_cb_redis_tls_available`)
+}
+
 cb_mask_url <- function(url) {
     .Call(`_circuitbreaker_cb_mask_url`, url)
 }
@@ -209,8 +213,8 @@ cb_fleet_shutdown <- function(wait) {
     invisible(.Call(`_circuitbreaker_cb_fleet_shutdown`, wait))
 }
 
-cb_redis_connect <- function(url, timeout) {
-    .Call(`_circuitbreaker_cb_redis_connect`, url, timeout)
+cb_redis_connect <- function(url, timeout, tls = NULL) {
+    .Call(`_circuitbreaker_cb_redis_connect`, url, timeout, tls)
 }
 
 cb_redis_call <- function(conn, args) {

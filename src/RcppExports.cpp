@@ -412,6 +412,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_redis_tls_available
+bool cb_redis_tls_available();
+RcppExport SEXP _circuitbreaker_cb_redis_tls_available() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_redis_tls_available());
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_mask_url
 SEXP cb_mask_url(SEXP url);
 RcppExport SEXP _circuitbreaker_cb_mask_url(SEXP urlSEXP) {
@@ -532,13 +541,14 @@ BEGIN_RCPP
 END_RCPP
 }
 // cb_redis_connect
-SEXP cb_redis_connect(SEXP url, double timeout);
-RcppExport SEXP _circuitbreaker_cb_redis_connect(SEXP urlSEXP, SEXP timeoutSEXP) {
+SEXP cb_redis_connect(SEXP url, double timeout, SEXP tls);
+RcppExport SEXP _circuitbreaker_cb_redis_connect(SEXP urlSEXP, SEXP timeoutSEXP, SEXP tlsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type url(urlSEXP);
     Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_redis_connect(url, timeout));
+    Rcpp::traits::input_parameter< SEXP >::type tls(tlsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_connect(url, timeout, tls));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -599,6 +609,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_segment_layout", (DL_FUNC) &_circuitbreaker_cb_segment_layout, 0},
     {"_circuitbreaker_cb_segment_hold_lock", (DL_FUNC) &_circuitbreaker_cb_segment_hold_lock, 1},
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
+    {"_circuitbreaker_cb_redis_tls_available", (DL_FUNC) &_circuitbreaker_cb_redis_tls_available, 0},
     {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 1},
@@ -611,7 +622,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_fleet_bulkhead_path", (DL_FUNC) &_circuitbreaker_cb_fleet_bulkhead_path, 1},
     {"_circuitbreaker_cb_fleet_unlink", (DL_FUNC) &_circuitbreaker_cb_fleet_unlink, 1},
     {"_circuitbreaker_cb_fleet_shutdown", (DL_FUNC) &_circuitbreaker_cb_fleet_shutdown, 1},
-    {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 2},
+    {"_circuitbreaker_cb_redis_connect", (DL_FUNC) &_circuitbreaker_cb_redis_connect, 3},
     {"_circuitbreaker_cb_redis_call", (DL_FUNC) &_circuitbreaker_cb_redis_call, 2},
     {"cb_acquire", (DL_FUNC) &cb_acquire, 4},
     {"cb_record",  (DL_FUNC) &cb_record,  4},

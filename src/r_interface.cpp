@@ -254,6 +254,37 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
 }  // namespace
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
+namespace {
+// A string field of the `tls` list ("" when absent or NULL).
+std::string tls_string(const Rcpp::List& l, const char* name) {
+  if (!l.containsElementNamed(name)) return "";
+  SEXP x = l[name];
+  if (x == R_NilValue) return "";
+  if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING)
+    abort_invalid_object("Redis store TLS settings");
+  return Rf_translateCharUTF8(STRING_ELT(x, 0));
+}
+}  // namespace
+
+circuitbreaker::RedisTls tls_from(SEXP tls) {
+  if (TYPEOF(tls) != VECSXP) abort_invalid_object("Redis store TLS settings");
+  Rcpp::List l(tls);
+  circuitbreaker::RedisTls t;
+  t.enabled = true;
+  t.ca_file = tls_string(l, "ca_file");
+  t.ca_dir = tls_string(l, "ca_dir");
+  t.cert_file = tls_string(l, "cert_file");
+  t.key_file = tls_string(l, "key_file");
+  t.server_name = tls_string(l, "server_name");
+  if (l.containsElementNamed("verify")) {
+    SEXP v = l["verify"];
+    if (TYPEOF(v) != LGLSXP || Rf_xlength(v) != 1 || LOGICAL(v)[0] == NA_LOGICAL)
+      abort_invalid_object("Redis store TLS settings");
+    t.verify = LOGICAL(v)[0] == TRUE;
+  }
+  return t;
+}
+
 circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   Rcpp::List l(spec);
   circuitbreaker::FleetSpec fs;
@@ -271,11 +302,16 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
     if (i == 0) {
       fs.endpoint = e;
     } else if (e.username != fs.endpoint.username || e.password != fs.endpoint.password ||
-               e.has_password != fs.endpoint.has_password || e.db != fs.endpoint.db) {
+               e.has_password != fs.endpoint.has_password || e.db != fs.endpoint.db ||
+               e.tls != fs.endpoint.tls) {
       abort_invalid_object("Redis store URL");
     }
     if (Rf_xlength(urls) > 1) fs.endpoint.seeds.push_back({e.host, e.port});
   }
+  // TLS: the settings R merged and checked (the URL's, then the `tls`
+  // argument's), or NULL for what the URL says.
+  SEXP tls = l.containsElementNamed("tls") ? SEXP(l["tls"]) : R_NilValue;
+  if (tls != R_NilValue) fs.endpoint.tls = tls_from(tls);
   fs.prefix = Rcpp::as<std::string>(l["prefix"]);
   fs.sync_interval =
       circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));

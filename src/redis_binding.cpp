@@ -13,15 +13,13 @@
 #include "r_interface.h"
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-#include <hiredis/hiredis.h>
-
 #include <memory>
 #include <vector>
 #endif
 
 namespace {
 
-// A refused URL is shown masked (mask_url_credentials()): its password never
+// A refused URL is shown masked (mask_url()): its password never
 // reaches the message, nor the condition's fields.
 circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
@@ -31,10 +29,31 @@ circuitbreaker::RedisEndpoint endpoint_from(SEXP url) {
   circuitbreaker::RedisEndpoint e;
   const char* text = CHAR(STRING_ELT(url, 0));
   if (const char* must = circuitbreaker::parse_redis_url(text, e)) {
-    const std::string masked = circuitbreaker::mask_url_credentials(text);
+    const std::string masked = circuitbreaker::mask_url(text);
     cbr::abort_argument("url", must, Rf_mkString(masked.c_str()));
   }
   return e;
+}
+
+// The TLS settings of an endpoint as R sees them ("" for an unset string).
+SEXP tls_to_r(const circuitbreaker::RedisTls& t) {
+  return Rcpp::List::create(
+      Rcpp::Named("enabled") = t.enabled, Rcpp::Named("ca_file") = t.ca_file,
+      Rcpp::Named("ca_dir") = t.ca_dir, Rcpp::Named("cert_file") = t.cert_file,
+      Rcpp::Named("key_file") = t.key_file, Rcpp::Named("server_name") = t.server_name,
+      Rcpp::Named("verify") = t.verify);
+}
+
+// The parts of a parsed URL that R may see: never the user name or the
+// password, only whether there are any; of the query's unknown
+// parameters, only their names.
+SEXP endpoint_to_r(const circuitbreaker::RedisEndpoint& e, int seeds) {
+  return Rcpp::List::create(
+      Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
+      Rcpp::Named("db") = e.db, Rcpp::Named("has_username") = !e.username.empty(),
+      Rcpp::Named("has_password") = e.has_password, Rcpp::Named("seeds") = seeds,
+      Rcpp::Named("tls") = tls_to_r(e.tls),
+      Rcpp::Named("query_unknown") = e.query_unknown);
 }
 
 }  // namespace
@@ -49,6 +68,16 @@ bool cb_redis_available() {
 #endif
 }
 
+// Whether this build speaks TLS to Redis (configure found OpenSSL).
+// [[Rcpp::export(rng = false)]]
+bool cb_redis_tls_available() {
+#if defined(CIRCUITBREAKER_HAVE_HIREDIS) && defined(CIRCUITBREAKER_HAVE_OPENSSL)
+  return true;
+#else
+  return false;
+#endif
+}
+
 // `url` (a redis:// URL, or any other) with its user name and password
 // masked as "***", for anything shown to people (see
 // circuitbreaker/redis/url.hpp).
@@ -57,8 +86,7 @@ SEXP cb_mask_url(SEXP url) {
   if (TYPEOF(url) != STRSXP || Rf_xlength(url) != 1 || STRING_ELT(url, 0) == NA_STRING) {
     return Rf_ScalarString(NA_STRING);
   }
-  return Rf_mkString(
-      circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, 0))).c_str());
+  return Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(url, 0))).c_str());
 }
 
 // The parts of a redis:// URL (the user name and password are not
@@ -69,13 +97,7 @@ SEXP cb_mask_url(SEXP url) {
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_parse_url(SEXP url) {
   const R_xlen_t n = TYPEOF(url) == STRSXP ? Rf_xlength(url) : 0;
-  if (n <= 1) {
-    const circuitbreaker::RedisEndpoint e = endpoint_from(url);
-    return Rcpp::List::create(
-        Rcpp::Named("host") = e.host, Rcpp::Named("port") = e.port,
-        Rcpp::Named("db") = e.db, Rcpp::Named("has_username") = !e.username.empty(),
-        Rcpp::Named("has_password") = e.has_password, Rcpp::Named("seeds") = 1);
-  }
+  if (n <= 1) return endpoint_to_r(endpoint_from(url), 1);
   circuitbreaker::RedisEndpoint first;
   for (R_xlen_t i = 0; i < n; ++i) {
     SEXP one = PROTECT(Rf_ScalarString(STRING_ELT(url, i)));
@@ -84,9 +106,17 @@ SEXP cb_redis_parse_url(SEXP url) {
     if (i == 0) first = e;
     const bool same = e.username == first.username && e.password == first.password &&
                       e.has_password == first.has_password;
+    if (same && e.db == 0 && e.tls != first.tls) {
+      SEXP text = PROTECT(
+          Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(url, i))).c_str()));
+      cbr::abort_argument("url",
+                          "the seed nodes of one Redis Cluster, each with the same "
+                          "scheme (redis:// or rediss://) and TLS parameters",
+                          text);
+    }
     if (!same || e.db != 0) {
-      SEXP text = PROTECT(Rf_mkString(
-          circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(url, i))).c_str()));
+      SEXP text = PROTECT(
+          Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(url, i))).c_str()));
       cbr::abort_argument(
           "url",
           same ? "the seed nodes of one Redis Cluster, each with database 0 "
@@ -96,11 +126,7 @@ SEXP cb_redis_parse_url(SEXP url) {
           text);
     }
   }
-  return Rcpp::List::create(
-      Rcpp::Named("host") = first.host, Rcpp::Named("port") = first.port,
-      Rcpp::Named("db") = first.db, Rcpp::Named("has_username") = !first.username.empty(),
-      Rcpp::Named("has_password") = first.has_password,
-      Rcpp::Named("seeds") = static_cast<int>(n));
+  return endpoint_to_r(first, static_cast<int>(n));
 }
 
 // Connects (through the sentinels, when the store has some), authenticates,
@@ -116,11 +142,9 @@ SEXP cb_redis_ping(SEXP spec) {
   std::string message;
   bool ok = circuitbreaker::connect_first_seed(c, fs.endpoint, fs.timeout);
   if (ok) {
-    circuitbreaker::RedisConnection::ReplyPtr r = c.command({"PING"});
-    ok = r && r->type != REDIS_REPLY_ERROR;
-    message = r ? circuitbreaker::redact_password(
-                      circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
-                : c.error();
+    const circuitbreaker::RedisReply r = c.command({"PING"});
+    ok = r && !r->is_error();
+    message = r ? circuitbreaker::redact_password(r->text(), fs.endpoint) : c.error();
   } else {
     message = c.error();
   }
@@ -152,8 +176,7 @@ SEXP cb_redis_parse_sentinels(SEXP x) {
       SEXP text = PROTECT(
           STRING_ELT(x, i) == NA_STRING
               ? Rf_ScalarString(NA_STRING)
-              : Rf_mkString(circuitbreaker::mask_url_credentials(CHAR(STRING_ELT(x, i)))
-                                .c_str()));
+              : Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(x, i))).c_str()));
       cbr::abort_argument("sentinel", (std::string("each ") + must).c_str(), text);
     }
     SET_STRING_ELT(out, i, Rf_mkChar(a.text().c_str()));
@@ -197,7 +220,8 @@ SEXP cb_fleet_info(SEXP ptr) {
       Rcpp::Named("fleet_calls") =
           ms.known ? static_cast<double>(ms.fleet_calls) : NA_REAL,
       Rcpp::Named("fleet_failures") =
-          ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL);
+          ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL,
+      Rcpp::Named("tls") = st.tls);
 #else
   (void)h;
   return R_NilValue;
@@ -223,7 +247,8 @@ SEXP cb_fleet_store_info(SEXP spec) {
       Rcpp::Named("topology") = sync->topology(),
       Rcpp::Named("master") =
           std::string(sync->topology()) == "cluster" ? "" : sync->master_for(""),
-      Rcpp::Named("masters") = static_cast<double>(sync->masters()));
+      Rcpp::Named("masters") = static_cast<double>(sync->masters()),
+      Rcpp::Named("tls") = st.tls);
 #else
   (void)spec;
   return R_NilValue;
@@ -280,12 +305,10 @@ double cb_fleet_unlink(SEXP spec) {
       del.push_back(std::move(k));
     }
     // On a cluster, the node that serves the breaker's slot.
-    circuitbreaker::RedisConnection::ReplyPtr r =
-        circuitbreaker::command_following_redirect(c, fs.endpoint, del, fs.timeout,
-                                                   redirected);
-    if (r && r->type == REDIS_REPLY_INTEGER) return static_cast<double>(r->integer);
-    error = r ? circuitbreaker::redact_password(
-                    circuitbreaker::RedisConnection::reply_text(r.r), fs.endpoint)
+    const circuitbreaker::RedisReply r = circuitbreaker::command_following_redirect(
+        c, fs.endpoint, del, fs.timeout, redirected);
+    if (r && r->is_integer()) return static_cast<double>(r->integer);
+    error = r ? circuitbreaker::redact_password(r->text(), fs.endpoint)
               : (redirected.error().empty() ? c.error() : redirected.error());
   } else {
     error = c.error();
@@ -318,37 +341,42 @@ void finalize_connection(SEXP ptr) {
   delete static_cast<circuitbreaker::RedisConnection*>(R_ExternalPtrAddr(ptr));
   R_ClearExternalPtr(ptr);
 }
-SEXP reply_to_r(const redisReply* r) {
-  if (r == nullptr) return R_NilValue;
-  switch (r->type) {
-    case REDIS_REPLY_INTEGER: return Rf_ScalarReal(static_cast<double>(r->integer));
-    case REDIS_REPLY_NIL: return R_NilValue;
-    case REDIS_REPLY_ARRAY: {
-      SEXP out = PROTECT(Rf_allocVector(VECSXP, static_cast<R_xlen_t>(r->elements)));
-      for (std::size_t i = 0; i < r->elements; ++i) {
-        SET_VECTOR_ELT(out, static_cast<R_xlen_t>(i), reply_to_r(r->element[i]));
+SEXP reply_to_r(const circuitbreaker::RedisValue& r) {
+  using Kind = circuitbreaker::RedisValue::Kind;
+  switch (r.kind) {
+    case Kind::kInteger: return Rf_ScalarReal(static_cast<double>(r.integer));
+    case Kind::kNil: return R_NilValue;
+    case Kind::kArray:
+    case Kind::kMap: {
+      SEXP out =
+          PROTECT(Rf_allocVector(VECSXP, static_cast<R_xlen_t>(r.elements.size())));
+      for (std::size_t i = 0; i < r.elements.size(); ++i) {
+        SET_VECTOR_ELT(out, static_cast<R_xlen_t>(i), reply_to_r(r.elements[i]));
       }
       UNPROTECT(1);
       return out;
     }
-    case REDIS_REPLY_ERROR: {
-      SEXP out = PROTECT(Rf_mkString(std::string(r->str, r->len).c_str()));
+    case Kind::kError: {
+      SEXP out = PROTECT(Rf_mkString(r.str.c_str()));
       Rf_setAttrib(out, Rf_install("redis_error"), Rf_ScalarLogical(TRUE));
       UNPROTECT(1);
       return out;
     }
-    default: return Rf_mkString(std::string(r->str, r->len).c_str());
+    default: return Rf_mkString(r.str.c_str());
   }
 }
 }  // namespace
 #endif
 
-// A plain Redis connection, for tests and benchmarks (the store never uses
-// it): connect within `timeout` seconds, then run commands.
+// A Redis connection of the store's client, for tests and benchmarks (the
+// store never uses it): connect within `timeout` seconds (with `tls`, a
+// list as the store's spec has it, or NULL for what the URL says), then
+// run commands.
 // [[Rcpp::export(rng = false)]]
-SEXP cb_redis_connect(SEXP url, double timeout) {
-  const circuitbreaker::RedisEndpoint e = endpoint_from(url);
+SEXP cb_redis_connect(SEXP url, double timeout, SEXP tls = R_NilValue) {
+  circuitbreaker::RedisEndpoint e = endpoint_from(url);
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
+  if (tls != R_NilValue) e.tls = cbr::tls_from(tls);
   auto conn = std::make_unique<circuitbreaker::RedisConnection>();
   if (!conn->connect(e, circuitbreaker::seconds_to_nanos(timeout))) {
     Rcpp::stop("cannot connect to Redis: " + conn->error());
@@ -361,6 +389,7 @@ SEXP cb_redis_connect(SEXP url, double timeout) {
 #else
   (void)e;
   (void)timeout;
+  (void)tls;
   cbr::abort_by("abort_redis_unavailable", R_NilValue);
 #endif
 }
@@ -377,9 +406,9 @@ SEXP cb_redis_call(SEXP conn, Rcpp::CharacterVector args) {
   }
   auto* c = static_cast<circuitbreaker::RedisConnection*>(R_ExternalPtrAddr(conn));
   std::vector<std::string> argv(args.begin(), args.end());
-  circuitbreaker::RedisConnection::ReplyPtr r = c->command(argv);
+  const circuitbreaker::RedisReply r = c->command(argv);
   if (!r) Rcpp::stop("Redis round trip failed: " + c->error());
-  return reply_to_r(r.r);
+  return reply_to_r(*r);
 #else
   (void)conn;
   (void)args;

@@ -41,9 +41,13 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 # for tools/lint.sh's check of the C++ formatting; hiredis (the Redis store's
 # client library, found by ./configure) and redis-server (started by the
 # Redis store's tests on 127.0.0.1, a random port); iproute2 (ip, tc) for the
-# tests that simulate several hosts with network namespaces.
-system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server iproute2)
-system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server)
+# tests that simulate several hosts with network namespaces; OpenSSL's
+# headers (libssl-dev, found by ./configure: TLS, rediss://, for the Redis
+# store) and its command (openssl, with which the TLS tests make their
+# certificates: inst/redis/redis-tls.R).
+system_packages=(g++ make catch2 pandoc prometheus chromium clang-format-14 libhiredis-dev redis-server iproute2
+                 libssl-dev openssl)
+system_commands=(g++ make pandoc promtool chromium clang-format-14 redis-server openssl)
 # With CB_SETUP_HARDENING=1 (CI does this): clang and its runtimes for the
 # libFuzzer target (tests/cpp, `make fuzz`), and a mingw-w64 cross compiler
 # for the check that every header compiles on its own for Windows too
@@ -83,6 +87,7 @@ need_system=${need_fuzzer:-0}
 [ "${need_lane2_system:-0}" = 1 ] && need_system=1
 [ -f /usr/include/catch2/catch.hpp ] || need_system=1
 [ -f /usr/include/hiredis/hiredis.h ] || need_system=1
+[ -f /usr/include/openssl/ssl.h ] || need_system=1
 for c in "${system_commands[@]}"; do command -v "$c" >/dev/null || need_system=1; done
 
 # Another apt or dpkg (unattended-upgrades, a second setup) may hold the

@@ -20,11 +20,20 @@
 #
 # `pid_file`: every node's PID is appended to it (redis_server_start()).
 #
+# `tls`: NULL (plain TCP), or redis_server_start()'s `tls` (the server's
+# certificate and key, the CA, ...): every node then serves TLS only, its
+# cluster bus and its replication too (--tls-cluster yes --tls-replication
+# yes; the certificate must then also be good for clientAuth, as
+# redis_tls_certs()'s server certificate is), the cluster is created with
+# `redis-cli --tls ... --cluster create`, and every command of the result
+# goes through redis-cli --tls (`cli_tls`, the nodes' redis_cli() `tls`).
+#
 # The result (an environment) has:
 # * `nodes`: a data frame, one row per node: port, pid, role ("master" or
 #   "replica"), id (the cluster node id) and master_port (a replica's
 #   master; NA for a master), as when the cluster became ready;
 # * `seeds`: "127.0.0.1:<port>" of every node;
+# * `cli_tls`: NULL, or the `tls` with which redis_cli() reaches a node;
 # * `timings`: seconds spent starting the servers (`start`), in
 #   `redis-cli --cluster create` (`create`), waiting until ready (`ready`)
 #   and in all (`total`);
@@ -45,7 +54,7 @@
 # * stop(): stops every node.
 # Nodes are also killed when this R process ends (processx's supervisor).
 redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout = 1000, timeout = 30,
-                                pid_file = Sys.getenv("CB_REDIS_PIDFILE")) {
+                                pid_file = Sys.getenv("CB_REDIS_PIDFILE"), tls = NULL) {
   stopifnot(dir.exists(dir), masters >= 3, replicas >= 0, requireNamespace("processx", quietly = TRUE))
   cli <- Sys.which("redis-cli")
   if (!nzchar(cli)) stop("redis-cli is not installed")
@@ -55,10 +64,18 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
   servers <- list()
   ready <- FALSE
   on.exit(if (!ready) for (s in servers) s$stop(), add = TRUE)
-  # redis_server_start() checks that a node is up with this (PING, INFO).
-  call <- function(url, command) {
-    paste(redis_cli(as.integer(sub("^.*:([0-9]+)/[0-9]+$", "\\1", url)), command, timeout = 2), collapse = "\n")
+  # Every command to a node: through redis-cli, with TLS when the nodes
+  # serve it (cli_tls is known once the first node has started).
+  cli_tls <- NULL
+  node_cli <- function(port, args, ...) redis_cli(port, args, ..., tls = cli_tls)
+  # redis_server_start() checks that a node is up with this (PING, INFO);
+  # a TLS node, with its own check through redis-cli --tls.
+  call <- if (is.null(tls)) {
+    function(url, command) {
+      paste(node_cli(as.integer(sub("^.*:([0-9]+)/[0-9]+$", "\\1", url)), command, timeout = 2), collapse = "\n")
+    }
   }
+  tls_args <- if (!is.null(tls)) c("--tls-cluster", "yes", "--tls-replication", "yes")
   for (i in seq_len(n)) {
     node_dir <- file.path(dir, sprintf("node%d", i))
     dir.create(node_dir)
@@ -69,11 +86,13 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
     servers[[i]] <- redis_server_start(node_dir, call = call, pid_file = pid_file,
                                        args = c("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                                 "--cluster-node-timeout", as.integer(node_timeout),
-                                                "--repl-diskless-sync-delay", 0L))
+                                                "--repl-diskless-sync-delay", 0L, tls_args),
+                                       tls = tls)
+    cli_tls <- servers[[i]]$cli_tls
   }
   ports <- vapply(servers, function(s) as.integer(s$port), integer(1))
   t1 <- Sys.time()
-  created <- processx::run(cli, c("--cluster", "create", paste0("127.0.0.1:", ports),
+  created <- processx::run(cli, c(redis_cli_tls_args(cli_tls), "--cluster", "create", paste0("127.0.0.1:", ports),
                                   "--cluster-replicas", as.integer(replicas), "--cluster-yes"),
                            timeout = max(1, as.numeric(deadline - Sys.time(), units = "secs")),
                            error_on_status = FALSE)
@@ -86,13 +105,14 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
   self <- new.env(parent = emptyenv())
   self$servers <- servers
   self$seeds <- paste0("127.0.0.1:", ports)
+  self$cli_tls <- cli_tls
   server_of <- function(port) servers[[match(as.integer(port), ports)]]
-  ask <- function(port, ...) tryCatch(redis_cli(port, c(...), timeout = 2), error = function(e) NULL)
+  ask <- function(port, ...) tryCatch(node_cli(port, c(...), timeout = 2), error = function(e) NULL)
   field <- function(lines, name) {
     hit <- grep(paste0("^", name, ":"), lines, value = TRUE)
     if (length(hit) == 0L) NA_character_ else trimws(sub("^[^:]*:", "", hit[[1]]))
   }
-  self$cli <- function(port, ..., cluster = FALSE) redis_cli(port, c(...), cluster = cluster)
+  self$cli <- function(port, ..., cluster = FALSE) node_cli(port, c(...), cluster = cluster)
   self$role <- function(port) {
     role <- ask(port, "ROLE")
     if (length(role) == 0L) NA_character_ else if (role[[1]] == "slave") "replica" else role[[1]]
@@ -115,7 +135,7 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
     for (port in alive()) if (identical(self$role(port), "master") && serves(port, slot)) return(port)
     NA_integer_
   }
-  self$master_of <- function(key) owner(as.integer(redis_cli(alive()[[1]], c("CLUSTER", "KEYSLOT", key))))
+  self$master_of <- function(key) owner(as.integer(node_cli(alive()[[1]], c("CLUSTER", "KEYSLOT", key))))
   self$kill <- function(port) server_of(port)$stop()
   self$stop <- function() {
     for (s in servers) s$stop()
@@ -142,9 +162,9 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
   }
   t3 <- Sys.time()
   describe <- function(port) {
-    role <- redis_cli(port, "ROLE")
+    role <- node_cli(port, "ROLE")
     data.frame(port = port, pid = server_of(port)$pid, role = if (role[[1]] == "slave") "replica" else role[[1]],
-               id = redis_cli(port, c("CLUSTER", "MYID")),
+               id = node_cli(port, c("CLUSTER", "MYID")),
                master_port = if (role[[1]] == "slave") as.integer(role[[3]]) else NA_integer_)
   }
   self$nodes <- do.call(rbind, lapply(ports, describe))
@@ -171,21 +191,21 @@ redis_cluster_start <- function(dir, masters = 3L, replicas = 1L, node_timeout =
     from_port <- owner(slot)
     if (is.na(from_port)) stop("no live master serves slot ", slot)
     if (from_port == to_port) return(invisible(from_port))
-    from_id <- redis_cli(from_port, c("CLUSTER", "MYID"))
-    to_id <- redis_cli(to_port, c("CLUSTER", "MYID"))
-    redis_cli(to_port, c("CLUSTER", "SETSLOT", slot, "IMPORTING", from_id))
-    redis_cli(from_port, c("CLUSTER", "SETSLOT", slot, "MIGRATING", to_id))
+    from_id <- node_cli(from_port, c("CLUSTER", "MYID"))
+    to_id <- node_cli(to_port, c("CLUSTER", "MYID"))
+    node_cli(to_port, c("CLUSTER", "SETSLOT", slot, "IMPORTING", from_id))
+    node_cli(from_port, c("CLUSTER", "SETSLOT", slot, "MIGRATING", to_id))
     for (i in seq_len(10000L)) {
-      keys <- redis_cli(from_port, c("CLUSTER", "GETKEYSINSLOT", slot, 100L))
+      keys <- node_cli(from_port, c("CLUSTER", "GETKEYSINSLOT", slot, 100L))
       keys <- keys[nzchar(keys)]
       if (length(keys) == 0L) break
-      redis_cli(from_port, c("MIGRATE", "127.0.0.1", to_port, "", 0L, 5000L, "KEYS", keys))
+      node_cli(from_port, c("MIGRATE", "127.0.0.1", to_port, "", 0L, 5000L, "KEYS", keys))
     }
     # The target first, then the source, then every other master (as
     # redis-cli --cluster reshard does), so that no node points back.
     masters <- Filter(function(p) identical(self$role(p), "master"), alive())
     for (port in unique(c(to_port, from_port, masters))) {
-      redis_cli(port, c("CLUSTER", "SETSLOT", slot, "NODE", to_id))
+      node_cli(port, c("CLUSTER", "SETSLOT", slot, "NODE", to_id))
     }
     invisible(from_port)
   }

@@ -25,6 +25,13 @@
 # * `sentinel_password`: each sentinel's requirepass, and the sentinel-pass
 #   with which they talk to one another.
 # * `pid_file`: every PID is appended to it (redis_server_start()).
+# * `tls`: NULL (plain TCP), or redis_server_start()'s `tls` (the server's
+#   certificate and key, the CA, ...): every process then serves TLS only;
+#   the replica replicates, and the sentinels talk to the master, the
+#   replica and one another, over TLS (--tls-replication yes; the
+#   certificate must then also be good for clientAuth, as
+#   redis_tls_certs()'s server certificate is); every command of the
+#   result goes through redis-cli --tls (`cli_tls`).
 #
 # The sentinels' configuration files hold the passwords, and are written
 # readable by their owner only (also when a sentinel rewrites its file: it
@@ -35,6 +42,7 @@
 #   started: after a failover the replica is the master);
 # * `sentinels`: a list of redis_server_start() results;
 # * `sentinel_addrs`: "127.0.0.1:<port>" of every sentinel;
+# * `cli_tls`: NULL, or the `tls` with which redis_cli() reaches a process;
 # * `master_name`, `nodes` (a data frame: role "master", "replica" or
 #   "sentinel", port, pid), `timings` (seconds: `start`, `ready`, `total`);
 # * cli(port, ...): one command on any of its processes (the right password
@@ -50,7 +58,7 @@
 # * stop(): stops every process.
 redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 1000, failover_timeout = 3000,
                                  master_name = "mymaster", password = NULL, sentinel_password = NULL,
-                                 timeout = 30, pid_file = Sys.getenv("CB_REDIS_PIDFILE")) {
+                                 timeout = 30, pid_file = Sys.getenv("CB_REDIS_PIDFILE"), tls = NULL) {
   stopifnot(dir.exists(dir), sentinels >= 1, quorum >= 1, quorum <= sentinels,
             grepl("^[A-Za-z0-9_.-]+$", master_name), !grepl("[\r\n]", c(password, sentinel_password)),
             requireNamespace("processx", quietly = TRUE))
@@ -62,10 +70,18 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
   ready <- FALSE
   on.exit(if (!ready) for (s in started) s$stop(), add = TRUE)
   port_of_url <- function(url) as.integer(sub("^.*:([0-9]+)/[0-9]+$", "\\1", url))
-  # redis_server_start() checks that a process is up with this (PING, INFO).
+  # Every command to a process: through redis-cli, with TLS when they serve
+  # it (cli_tls is known once the master has started).
+  cli_tls <- NULL
+  node_cli <- function(port, args, ...) redis_cli(port, args, ..., tls = cli_tls)
+  # redis_server_start() checks that a process is up with this (PING, INFO);
+  # a TLS one, with its own check through redis-cli --tls.
   call_with <- function(pass) {
-    function(url, command) paste(redis_cli(port_of_url(url), command, password = pass, timeout = 2), collapse = "\n")
+    if (is.null(tls)) {
+      function(url, command) paste(node_cli(port_of_url(url), command, password = pass, timeout = 2), collapse = "\n")
+    }
   }
+  tls_args <- if (!is.null(tls)) c("--tls-replication", "yes")
   node_dir <- function(name) {
     path <- file.path(dir, name)
     dir.create(path)
@@ -75,12 +91,15 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
   # --repl-diskless-sync-delay 0: the master sends the replica the data at
   # once, instead of waiting 5 s (the default) for more replicas.
   master <- redis_server_start(node_dir("master"), password = password, call = call_with(password),
-                               pid_file = pid_file, args = c(auth_args, "--repl-diskless-sync-delay", 0L))
+                               pid_file = pid_file, args = c(auth_args, "--repl-diskless-sync-delay", 0L, tls_args),
+                               tls = tls)
+  cli_tls <- master$cli_tls
   started[["master"]] <- master
   replica <- redis_server_start(node_dir("replica"), password = password, call = call_with(password),
                                 pid_file = pid_file,
-                                args = c(auth_args, "--repl-diskless-sync-delay", 0L,
-                                         "--replicaof", "127.0.0.1", master$port))
+                                args = c(auth_args, "--repl-diskless-sync-delay", 0L, tls_args,
+                                         "--replicaof", "127.0.0.1", master$port),
+                                tls = tls)
   started[["replica"]] <- replica
 
   # A sentinel needs a configuration file that it can rewrite (it records
@@ -111,7 +130,7 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
     conf <- sentinel_conf(file.path(sdir, "sentinel.conf"))
     sentinel_list[[i]] <- redis_server_start(
       sdir, password = sentinel_password, call = call_with(sentinel_password), pid_file = pid_file,
-      wrap = c("/bin/sh", "-c", sprintf('exec "$0" %s --sentinel "$@"', shQuote(conf)))
+      wrap = c("/bin/sh", "-c", sprintf('exec "$0" %s --sentinel "$@"', shQuote(conf))), args = tls_args, tls = tls
     )
     started[[sprintf("sentinel%d", i)]] <- sentinel_list[[i]]
   }
@@ -123,6 +142,7 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
   self$replica <- replica
   self$sentinels <- sentinel_list
   self$master_name <- master_name
+  self$cli_tls <- cli_tls
   sentinel_ports <- vapply(sentinel_list, function(s) as.integer(s$port), integer(1))
   self$sentinel_addrs <- paste0("127.0.0.1:", sentinel_ports)
   all <- c(list(master, replica), sentinel_list)
@@ -130,7 +150,7 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
   server_of <- function(port) all[[match(as.integer(port), all_ports)]]
   pass_of <- function(port) if (as.integer(port) %in% sentinel_ports) sentinel_password else password
   ask <- function(port, ...) {
-    tryCatch(redis_cli(port, c(...), password = pass_of(port), timeout = 2), error = function(e) NULL)
+    tryCatch(node_cli(port, c(...), password = pass_of(port), timeout = 2), error = function(e) NULL)
   }
   field <- function(lines, name) {
     hit <- grep(paste0("^", name, ":"), lines, value = TRUE)
@@ -142,7 +162,7 @@ redis_sentinel_start <- function(dir, quorum = 2L, sentinels = 3L, down_after = 
     keys <- lines[seq(1L, length(lines) - 1L, by = 2L)]
     stats::setNames(as.list(lines[seq(2L, length(lines), by = 2L)]), keys)
   }
-  self$cli <- function(port, ...) redis_cli(port, c(...), password = pass_of(port))
+  self$cli <- function(port, ...) node_cli(port, c(...), password = pass_of(port))
   self$role <- function(port) {
     role <- ask(port, "ROLE")
     if (length(role) == 0L) NA_character_ else if (role[[1]] == "slave") "replica" else role[[1]]

@@ -71,6 +71,33 @@ class RedisServer {
               "--cluster-config-file",  dir_ + "/nodes.conf"};
     start();
   }
+  // A server that speaks TLS only (--port 0, --tls-port), with the
+  // certificate and key given, trusting `ca` for client certificates
+  // (`auth_clients`: "no", "yes" or "optional"). `endpoint` then has TLS on,
+  // with `ca` as its CA file.
+  struct Tls {
+    std::string cert, key, ca, auth_clients = "no";
+  };
+  explicit RedisServer(const Tls& t) {
+    endpoint.host = "127.0.0.1";
+    endpoint.port = free_port();
+    endpoint.tls.enabled = true;
+    endpoint.tls.ca_file = t.ca;
+    extra_ = {"--tls-port",
+              std::to_string(endpoint.port),
+              "--port",
+              "0",
+              "--tls-cert-file",
+              t.cert,
+              "--tls-key-file",
+              t.key,
+              "--tls-ca-cert-file",
+              t.ca,
+              "--tls-auth-clients",
+              t.auth_clients};
+    tls_ = true;
+    start();
+  }
   ~RedisServer() {
     kill();
     if (!dir_.empty()) {
@@ -85,8 +112,12 @@ class RedisServer {
     const std::string port = std::to_string(endpoint.port);
     // Built before fork(): the child only calls async-signal-safe functions.
     std::vector<const char*> argv{
-        "redis-server", "--port", port.c_str(), "--bind",  "127.0.0.1", "--save", "",
-        "--appendonly", "no",     "--loglevel", "warning", "--dir",     "/tmp"};
+        "redis-server", "--bind",     "127.0.0.1", "--save", "",    "--appendonly",
+        "no",           "--loglevel", "warning",   "--dir",  "/tmp"};
+    if (!tls_) {
+      argv.push_back("--port");
+      argv.push_back(port.c_str());
+    }
     for (const std::string& a : extra_) argv.push_back(a.c_str());
     argv.push_back(nullptr);
     std::fflush(stdout);  // the child must not print Catch's buffered output again
@@ -135,11 +166,18 @@ class RedisServer {
   pid_t pid_ = -1;
   std::string dir_;
   std::vector<std::string> extra_;
+  bool tls_ = false;
 };
 
 // Where redis-server is missing, a test case says so and passes (Catch2 v2
 // has no SKIP).
 inline void skipped() { WARN("redis-server is not available: skipped"); }
+
+// A reply's text ("" for none): a string, status or error, or an integer.
+inline std::string reply_text(const circuitbreaker::RedisReply& r) {
+  return r ? r->text() : std::string();
+}
+inline std::string reply_text(const circuitbreaker::RedisValue& v) { return v.text(); }
 
 }  // namespace cbredis
 

@@ -54,8 +54,8 @@ bool wait_open(cb::FleetHandle& h, cb::FleetSync& sync) {
 long long lease_ttl(const cbredis::RedisServer& server, const std::string& key) {
   cb::RedisConnection c;
   if (!server.connect(c)) return -3;
-  cb::RedisConnection::ReplyPtr r = c.command({"PTTL", key});
-  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+  cb::RedisReply r = c.command({"PTTL", key});
+  return r && r->is_integer() ? r->integer : -3;
 }
 
 }  // namespace

@@ -37,10 +37,9 @@ std::vector<std::string> script_keys(const std::string& key, const std::string& 
 // One field of a breaker's fleet state (fleet/script.hpp's READ script).
 std::string fleet_field(cb::RedisConnection& conn, const std::string& key,
                         const char* f) {
-  cb::RedisConnection::ReplyPtr r =
-      conn.command({"EVAL", cb::kFleetReadScript, "1", key, f});
+  cb::RedisReply r = conn.command({"EVAL", cb::kFleetReadScript, "1", key, f});
   REQUIRE(r);
-  return cb::RedisConnection::reply_text(r.r);
+  return cbredis::reply_text(r);
 }
 
 // One report for one call and what the script said back.
@@ -56,14 +55,14 @@ struct Fleet {
     std::vector<std::string> args{ttl, "{t}:events",
                                   std::to_string(cb::FleetReport::kArgs)};
     r.append_args(args, fingerprint, rules);
-    cb::RedisConnection::ReplyPtr reply = conn.eval(false, script_keys(key, rules), args);
+    cb::RedisReply reply = conn.eval(cb::kFleetSyncScript, script_keys(key, rules), args);
     REQUIRE(reply);
-    INFO(cb::RedisConnection::reply_text(reply.r));
-    REQUIRE(reply->type == REDIS_REPLY_ARRAY);
-    REQUIRE(reply->elements == cb::FleetReply::kFields);
+    INFO(cbredis::reply_text(reply));
+    REQUIRE(reply->is_array());
+    REQUIRE(reply->elements.size() == cb::FleetReply::kFields);
     std::string v[cb::FleetReply::kFields];
     for (int i = 0; i < cb::FleetReply::kFields; ++i) {
-      v[i] = cb::RedisConnection::reply_text(reply->element[i]);
+      v[i] = cbredis::reply_text(reply->elements[i]);
     }
     cb::FleetReply out;
     REQUIRE(out.parse(v));
@@ -203,21 +202,21 @@ TEST_CASE("the fleet script applies a report once, and fences old generations",
   CHECK(extended.generation == open.generation);
   CHECK(extended.open_ms >= 25000);
   // One hash field per process remembers the last report applied.
-  cb::RedisConnection::ReplyPtr marks = conn.command({"HGET", "{t:once}", "p:t"});
+  cb::RedisReply marks = conn.command({"HGET", "{t:once}", "p:t"});
   REQUIRE(marks);
-  CHECK(cb::RedisConnection::reply_text(marks.r) == std::to_string(fleet.serial));
+  CHECK(cbredis::reply_text(marks) == std::to_string(fleet.serial));
   // A configuration that differs is refused, with the fleet's.
   Fleet other{conn, "{t:once}", "9,9", cb::fleet_rules(s)};
   const cb::FleetReport nothing;
   std::vector<std::string> args{"60000", "{t}:events",
                                 std::to_string(cb::FleetReport::kArgs)};
   nothing.append_args(args, other.fingerprint, other.rules);
-  cb::RedisConnection::ReplyPtr reply =
-      conn.eval(false, script_keys(other.key, other.rules), args);
+  cb::RedisReply reply =
+      conn.eval(cb::kFleetSyncScript, script_keys(other.key, other.rules), args);
   REQUIRE(reply);
-  REQUIRE(reply->type == REDIS_REPLY_ARRAY);
-  REQUIRE(reply->elements == 1);
-  CHECK(cb::RedisConnection::reply_text(reply->element[0]) == "cfg," + fleet.fingerprint);
+  REQUIRE(reply->is_array());
+  REQUIRE(reply->elements.size() == 1);
+  CHECK(cbredis::reply_text(reply->elements[0]) == "cfg," + fleet.fingerprint);
 }
 
 TEST_CASE("the fleet's count window holds window_size calls", "[fleet-script]") {
@@ -304,7 +303,7 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   Fleet fleet{conn, key, cb::config_fingerprint(c),
               cb::fleet_rules(cb::make_settings(c))};
   auto run = [&conn](std::vector<std::string> argv) {
-    cb::RedisConnection::ReplyPtr r = conn.command(argv);
+    cb::RedisReply r = conn.command(argv);
     REQUIRE(r);
     return r;
   };
@@ -325,9 +324,9 @@ TEST_CASE("every key a sync makes expires, and is given its time again at ttl / 
   fleet.send(r);
   CHECK(pttl(key) <= 30000);
   // A report ttl / 8 (7.5 s) after the last refresh refreshes every key.
-  cb::RedisConnection::ReplyPtr t = run({"TIME"});
+  cb::RedisReply t = run({"TIME"});
   const long long now_ms =
-      std::stoll(t->element[0]->str) * 1000 + std::stoll(t->element[1]->str) / 1000;
+      std::stoll(t->elements[0].str) * 1000 + std::stoll(t->elements[1].str) / 1000;
   // (ex, the state's 16th value, set back by 8 s.)
   run({"EVAL",
        "local f = '" CIRCUITBREAKER_FLEET_STATE "'\n"
@@ -358,11 +357,12 @@ TEST_CASE("the lease script gives out half_open_max_calls leases", "[fleet-scrip
   r.consecutive_failures = 1;
   REQUIRE(fleet.send(r).state == cb::State::Open);
   auto lease = [&conn](const std::string& token) {
-    cb::RedisConnection::ReplyPtr x = conn.eval(
-        true, cb::fleet_lease_keys("{t:lease}", 2), {token, "10000", "{t}:events"});
+    cb::RedisReply x =
+        conn.eval(cb::kFleetLeaseScript, cb::fleet_lease_keys("{t:lease}", 2),
+                  {token, "10000", "{t}:events"});
     REQUIRE(x);
-    REQUIRE(x->type == REDIS_REPLY_ARRAY);
-    return cb::RedisConnection::reply_text(x->element[0]);
+    REQUIRE(x->is_array());
+    return cbredis::reply_text(x->elements[0]);
   };
   CHECK(lease("aa") == "state");  // still open
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -392,20 +392,20 @@ TEST_CASE("the scripts refuse keys they were not given as declared", "[fleet-scr
   for (std::size_t drop = 0; drop < keys.size(); ++drop) {
     std::vector<std::string> fewer = keys;
     fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(drop));
-    cb::RedisConnection::ReplyPtr bad = conn.eval(false, fewer, args);
+    cb::RedisReply bad = conn.eval(cb::kFleetSyncScript, fewer, args);
     REQUIRE(bad);
-    CHECK(bad->type == REDIS_REPLY_ERROR);
+    CHECK(bad->is_error());
   }
-  cb::RedisConnection::ReplyPtr none = conn.command({"EXISTS", "{t:keys}"});
+  cb::RedisReply none = conn.command({"EXISTS", "{t:keys}"});
   REQUIRE(none);
   CHECK(none->integer == 0);
-  cb::RedisConnection::ReplyPtr good = conn.eval(false, keys, args);
+  cb::RedisReply good = conn.eval(cb::kFleetSyncScript, keys, args);
   REQUIRE(good);
-  CHECK(good->type == REDIS_REPLY_ARRAY);
-  cb::RedisConnection::ReplyPtr lease =
-      conn.eval(true, {"{t:keys}", "{t:keys}:p:1"}, {"aa", "10000", "{t}:events"});
+  CHECK(good->is_array());
+  cb::RedisReply lease = conn.eval(cb::kFleetLeaseScript, {"{t:keys}", "{t:keys}:p:1"},
+                                   {"aa", "10000", "{t}:events"});
   REQUIRE(lease);
-  CHECK(lease->type == REDIS_REPLY_ERROR);
+  CHECK(lease->is_error());
 }
 
 TEST_CASE("fleet keys are versioned, injective in (prefix, name), one slot each",

@@ -79,8 +79,8 @@ bool wait_for(Done&& done, double seconds) {
 // sorted.
 std::vector<std::string> pubsub_ids(cb::RedisConnection& redis) {
   std::vector<std::string> out;
-  cb::RedisConnection::ReplyPtr r = redis.command({"CLIENT", "LIST", "TYPE", "pubsub"});
-  const std::string list = r ? cb::RedisConnection::reply_text(r.r) : std::string();
+  cb::RedisReply r = redis.command({"CLIENT", "LIST", "TYPE", "pubsub"});
+  const std::string list = r ? cbredis::reply_text(r) : std::string();
   for (std::size_t at = list.find("id="); at != std::string::npos;
        at = list.find("\nid=", at + 1)) {
     const std::size_t from = list.find('=', at) + 1;
@@ -157,8 +157,8 @@ TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-
 
     const std::uint64_t failures = one.sync->stats().failures;
     const std::uint64_t failures2 = two.sync->stats().failures;
-    REQUIRE(cb::RedisConnection::reply_text(
-                redis.command({"CLIENT", "PAUSE", "300", "ALL"}).r) == "OK");
+    REQUIRE(cbredis::reply_text(redis.command({"CLIENT", "PAUSE", "300", "ALL"})) ==
+            "OK");
     CHECK(wait_for(
         [&] {
           return one.sync->stats().failures > failures &&
@@ -268,16 +268,15 @@ TEST_CASE("a subscription that does not answer the check is replaced", "[fleet-s
     two.trip(last);
     REQUIRE(wait_for(
         [&] {
-          return cb::RedisConnection::reply_text(
-                     redis.command({"EVAL", cb::kFleetReadScript, "1", key, "s"}).r) ==
-                 "1";
+          return cbredis::reply_text(
+                     redis.command({"EVAL", cb::kFleetReadScript, "1", key, "s"})) == "1";
         },
         5));
     CHECK(one.state(last) == cb::State::Closed);
 
     const std::uint64_t failures = one.sync->stats().failures;
-    REQUIRE(cb::RedisConnection::reply_text(
-                redis.command({"CLIENT", "PAUSE", "300", "ALL"}).r) == "OK");
+    REQUIRE(cbredis::reply_text(redis.command({"CLIENT", "PAUSE", "300", "ALL"})) ==
+            "OK");
     CHECK(wait_for([&] { return one.sync->stats().failures > failures; }, 5));
     CHECK(wait_for([&] { return one.sync->subscriptions() == 2; }, 5));
     CHECK(wait_for([&] { return one.state(last) == cb::State::Open; }, 5));
@@ -364,9 +363,8 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
   REQUIRE(server.connect(redis));
   CHECK(wait_for(
       [&] {
-        cb::RedisConnection::ReplyPtr r =
-            redis.command({"EXISTS", callers[0].member->key()});
-        return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        cb::RedisReply r = redis.command({"EXISTS", callers[0].member->key()});
+        return r && r->is_integer() && r->integer == 1;
       },
       5));
 
@@ -437,13 +435,12 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
   Caller c{sync, sync->join("api", config)};
   const std::string key = c.member->key();
   auto field = [&redis, &key](const char* f) {
-    cb::RedisConnection::ReplyPtr r =
-        redis.command({"EVAL", cb::kFleetReadScript, "1", key, f});
-    return r ? cb::RedisConnection::reply_text(r.r) : std::string("?");
+    cb::RedisReply r = redis.command({"EVAL", cb::kFleetReadScript, "1", key, f});
+    return r ? cbredis::reply_text(r) : std::string("?");
   };
   auto leases = [&redis, &key] {
-    cb::RedisConnection::ReplyPtr r = redis.command({"EXISTS", key + ":p:0"});
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    cb::RedisReply r = redis.command({"EXISTS", key + ":p:0"});
+    return r && r->is_integer() ? r->integer : -1;
   };
   // Trips, and the fleet opens; the connections are cut; the open period
   // ends; the probe holds the lease; its success closes the fleet.
@@ -466,8 +463,7 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
   };
   SECTION("CLIENT KILL") {
     trip_cut_probe([&] {
-      cb::RedisConnection::ReplyPtr r =
-          redis.command({"CLIENT", "KILL", "TYPE", "normal"});
+      cb::RedisReply r = redis.command({"CLIENT", "KILL", "TYPE", "normal"});
       REQUIRE(r);
       CHECK(r->integer >= 2);  // the sync thread's and the caller's
     });

@@ -30,8 +30,8 @@ using cbredis::RedisServer;
 
 namespace {
 
-std::string text(const cb::RedisConnection::ReplyPtr& r) {
-  return r ? cb::RedisConnection::reply_text(r.r) : std::string();
+std::string text(const cb::RedisReply& r) {
+  return r ? cbredis::reply_text(r) : std::string();
 }
 
 // Three masters, slots split evenly, no replicas.
@@ -85,15 +85,14 @@ struct Cluster {
     const std::string s = std::to_string(slot);
     conns[to].command({"CLUSTER", "SETSLOT", s, "IMPORTING", id(from)});
     conns[from].command({"CLUSTER", "SETSLOT", s, "MIGRATING", id(to)});
-    cb::RedisConnection::ReplyPtr keys =
-        conns[from].command({"CLUSTER", "GETKEYSINSLOT", s, "100"});
-    if (!keys || keys->type != REDIS_REPLY_ARRAY) return false;
-    if (keys->elements > 0) {
+    cb::RedisReply keys = conns[from].command({"CLUSTER", "GETKEYSINSLOT", s, "100"});
+    if (!keys || !keys->is_array()) return false;
+    if (keys->elements.size() > 0) {
       std::vector<std::string> migrate{
           "MIGRATE", "127.0.0.1", std::to_string(nodes[to]->endpoint.port), "", "0",
           "5000",    "KEYS"};
-      for (std::size_t k = 0; k < keys->elements; ++k) {
-        migrate.push_back(cb::RedisConnection::reply_text(keys->element[k]));
+      for (std::size_t k = 0; k < keys->elements.size(); ++k) {
+        migrate.push_back(cbredis::reply_text(keys->elements[k]));
       }
       if (text(conns[from].command(migrate)) != "OK") return false;
     }

@@ -76,7 +76,11 @@ TEST_CASE("redis URLs: what is refused, with a reason", "[redis-url]") {
                           "redis://127.0.0.1/x",
                           "redis://127.0.0.1/1/2",
                           "redis://127.0.0.1/-1",
-                          "redis://127.0.0.1?db=1",
+                          "redis://127.0.0.1?ssl_cert_reqs=maybe",
+                          "redis://127.0.0.1?tls=perhaps",
+                          "redis://127.0.0.1?=x",
+                          "redis://127.0.0.1?ssl_ca_certs=%zz",
+                          "redis://127.0.0.1?a=%00",
                           "redis://h#f",
                           "redis://[::1",
                           "redis://[::1]x",
@@ -88,10 +92,83 @@ TEST_CASE("redis URLs: what is refused, with a reason", "[redis-url]") {
     INFO(url);
     CHECK(refused(url));
   }
-  cb::RedisEndpoint e;
-  const char* tls = cb::parse_redis_url("rediss://127.0.0.1", e);
-  REQUIRE(tls != nullptr);
-  CHECK(std::string(tls).find("TLS") != std::string::npos);
+}
+
+TEST_CASE("redis URLs: rediss:// is TLS, and the query sets TLS as clients do",
+          "[redis-url]") {
+  cb::RedisEndpoint e = parsed("rediss://default:p%40ss@my-cache.example.com:6380/0");
+  CHECK(e.tls.enabled);
+  CHECK(e.tls.verify);
+  CHECK(e.tls.server_name.empty());  // the host, when connecting
+  CHECK(e.host == "my-cache.example.com");
+  CHECK(e.port == 6380);
+  CHECK(e.username == "default");
+  CHECK(e.password == "p@ss");
+  CHECK_FALSE(parsed("redis://127.0.0.1").tls.enabled);
+
+  e = parsed(
+      "rediss://:pw@127.0.0.1:6380/2?ssl_cert_reqs=required&ssl_ca_certs=%2Ftmp%2Fca.pem"
+      "&ssl_ca_path=/etc/ssl/certs&ssl_certfile=/c.pem&ssl_keyfile=/"
+      "k.pem&sni=cache.test");
+  CHECK(e.db == 2);
+  CHECK(e.tls.verify);
+  CHECK(e.tls.ca_file == "/tmp/ca.pem");
+  CHECK(e.tls.ca_dir == "/etc/ssl/certs");
+  CHECK(e.tls.cert_file == "/c.pem");
+  CHECK(e.tls.key_file == "/k.pem");
+  CHECK(e.tls.server_name == "cache.test");
+  CHECK(e.query_unknown.empty());
+
+  CHECK_FALSE(parsed("rediss://h?ssl_cert_reqs=none").tls.verify);
+  CHECK_FALSE(parsed("rediss://h?ssl_cert_reqs=CERT_NONE").tls.verify);
+  CHECK(parsed("redis://h?ssl=true").tls.enabled);
+  CHECK(parsed("redis://h?tls=1").tls.enabled);
+  CHECK(parsed("rediss://h?ssl_server_hostname=x.test").tls.server_name == "x.test");
+
+  // Unknown parameters: their names are kept (once each), never the values.
+  e = parsed("redis://h/0?protocol=3&decode_responses=true&protocol=2&password=hunter2");
+  REQUIRE(e.query_unknown.size() == 3);
+  CHECK(e.query_unknown[0] == "protocol");
+  CHECK(e.query_unknown[1] == "decode_responses");
+  CHECK(e.query_unknown[2] == "password");
+  // A '?' in the password is not the query.
+  e = parsed("redis://:a?b@h:1/0");
+  CHECK(e.password == "a?b");
+  CHECK(e.query_unknown.empty());
+  // A different TLS setting is a different store.
+  cb::RedisEndpoint a = parsed("rediss://h?sni=one.test"),
+                    b = parsed("rediss://h?sni=two.test");
+  CHECK(a.tls != b.tls);
+  CHECK(a.tls == parsed("rediss://h?sni=one.test").tls);
+}
+
+TEST_CASE("redis URLs: secrets in the query are masked, paths are not", "[redis-url]") {
+  CHECK(cb::mask_url("rediss://:PW@h/0?ssl_ca_certs=/ca.pem&password=PW2&auth_token=T") ==
+        "rediss://:***@h/0?ssl_ca_certs=/ca.pem&password=***&auth_token=***");
+  CHECK(cb::mask_url("redis://h?ssl_keyfile=/k.pem&key=K") ==
+        "redis://h?ssl_keyfile=/k.pem&key=***");
+  CHECK(cb::mask_url("redis://h/0") == "redis://h/0");
+}
+
+TEST_CASE("TLS names: what a connection verifies and sends as SNI", "[redis-url]") {
+  cb::RedisTls t;
+  t.enabled = true;
+  CHECK(cb::host_is_ip_address("127.0.0.1"));
+  CHECK(cb::host_is_ip_address("::1"));
+  CHECK_FALSE(cb::host_is_ip_address("localhost"));
+  CHECK_FALSE(cb::host_is_ip_address("1.2.3"));
+  CHECK_FALSE(cb::host_is_ip_address("1.2.3.4.example"));
+  // A host the user gave: itself, or server_name (a tunnel dials localhost).
+  CHECK(cb::tls_peer_name(t, "localhost", true) == "localhost");
+  t.server_name = "cache.example.com";
+  CHECK(cb::tls_peer_name(t, "localhost", true) == "cache.example.com");
+  // A node learned from a map: its announced name, else server_name, else
+  // its address.
+  CHECK(cb::tls_peer_name(t, "node-1.cache.example.com", false) ==
+        "node-1.cache.example.com");
+  CHECK(cb::tls_peer_name(t, "10.0.0.5", false) == "cache.example.com");
+  t.server_name.clear();
+  CHECK(cb::tls_peer_name(t, "10.0.0.5", false) == "10.0.0.5");
 }
 
 TEST_CASE("redis URLs: credentials are masked in every URL, parsed or not",

@@ -59,7 +59,6 @@
 #include "keys.hpp"
 #include "link.hpp"
 #include "redirect.hpp"
-#include "reply_value_hiredis.hpp"
 #include "round_trip.hpp"
 
 namespace circuitbreaker {
@@ -69,14 +68,13 @@ namespace circuitbreaker {
 // not a Cluster node, or its answer is not a map).
 inline const char* read_cluster_map(RedisConnection& conn, const RedisNodeAddress& at,
                                     ClusterSlotMap& out) {
-  RedisConnection::ReplyPtr r = conn.command({"CLUSTER", "SLOTS"});
+  RedisReply r = conn.command({"CLUSTER", "SLOTS"});
   if (!r) return "no answer to CLUSTER SLOTS";
-  if (r->type == REDIS_REPLY_ERROR) return "not a Redis Cluster node";
-  RedisValue v;
-  if (!reply_value_from_hiredis(r.r, v))
-    return "an answer to CLUSTER SLOTS that is not a reply";
+  // Refused (not a Cluster node, or CLUSTER disabled by a managed
+  // service's ACL or policy): a single endpoint.
+  if (r->is_error()) return "not a Redis Cluster node";
   std::vector<ClusterSlotRange> ranges;
-  if (const char* bad = parse_cluster_slots(v, at, ranges)) return bad;
+  if (const char* bad = parse_cluster_slots(*r, at, ranges)) return bad;
   if (ranges.empty()) return "a cluster without slots";
   return ClusterSlotMap::build(ranges, out);
 }
@@ -100,20 +98,18 @@ inline bool connect_first_seed(RedisConnection& conn, const RedisEndpoint& e,
 
 // A one-key command on `conn`; on a cluster node that answers MOVED or ASK,
 // once more on the node named (a connection of its own), within `timeout`.
-inline RedisConnection::ReplyPtr command_following_redirect(
-    RedisConnection& conn, const RedisEndpoint& e, const std::vector<std::string>& args,
-    Nanos timeout, RedisConnection& other) {
-  RedisConnection::ReplyPtr r = conn.command(args);
+inline RedisReply command_following_redirect(RedisConnection& conn,
+                                             const RedisEndpoint& e,
+                                             const std::vector<std::string>& args,
+                                             Nanos timeout, RedisConnection& other) {
+  RedisReply r = conn.command(args);
   ClusterRedirect rd;
-  if (!r || r->type != REDIS_REPLY_ERROR ||
-      parse_cluster_redirect(RedisConnection::reply_text(r.r), rd) != nullptr) {
-    return r;
-  }
-  // The host of a redirect is the asked node's when empty: the seeds'.
-  const RedisNodeAddress asked = e.seed_nodes().front();
-  if (!other.connect_node(e, rd.target(asked), timeout))
-    return RedisConnection::ReplyPtr{};
-  if (rd.ask && !other.command({"ASKING"})) return RedisConnection::ReplyPtr{};
+  if (!r || !r->is_error() || parse_cluster_redirect(r->str, rd) != nullptr) return r;
+  // The host of a redirect is the asked node's when empty: the node that
+  // answered (any seed that connect_first_seed() reached).
+  const RedisNodeAddress asked = conn.node().port != 0 ? conn.node() : e.seed_nodes().front();
+  if (!other.connect_node(e, rd.target(asked), timeout)) return std::nullopt;
+  if (rd.ask && !other.command({"ASKING"})) return std::nullopt;
   return other.command(args);
 }
 
@@ -234,8 +230,8 @@ class ClusterClient {
     const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
     return fleet_lease_reply(on_master(
         spec, keys.at(0), deadline,
-        [&](RedisConnection& c) { return c.eval(true, keys, args); },
-        [](const redisReply& r) { return r.type == REDIS_REPLY_ARRAY; }));
+        [&](RedisConnection& c) { return c.eval(kFleetLeaseScript, keys, args); },
+        [](const RedisValue& r) { return r.is_array(); }));
   }
 
   // The health-check lease `key` (round_trip.hpp's fleet_health_lease())
@@ -247,9 +243,18 @@ class ClusterClient {
     const std::vector<std::string> cmd = fleet_health_lease_command(key, token, lease_ms);
     return fleet_health_lease_reply(on_master(
         spec, key, deadline, [&](RedisConnection& c) { return c.command(cmd); },
-        [](const redisReply& r) {
-          return r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_NIL;
-        }));
+        [](const RedisValue& r) { return r.is_status() || r.is_nil(); }));
+  }
+
+  // A PING on every open node connection (keep-alive, transport.hpp).
+  void keep_alive(const FleetSpec& spec) {
+    for (auto& kv : nodes_) {
+      RedisConnection& c = *kv.second.conn;
+      if (!c.connected()) continue;
+      c.set_timeout(spec.timeout);
+      const RedisReply r = c.command({"PING"});
+      (void)r;
+    }
   }
 
   // A connection to any node that answers (for the subscription), by
@@ -275,8 +280,8 @@ class ClusterClient {
   // failure). Returns the answer, or an empty reply when no node could give
   // one (error() says why).
   template <class Send, class Answer>
-  RedisConnection::ReplyPtr on_master(const FleetSpec& spec, const std::string& key,
-                                      Nanos deadline, Send send, Answer answer) {
+  RedisReply on_master(const FleetSpec& spec, const std::string& key, Nanos deadline,
+                       Send send, Answer answer) {
     std::uint64_t routed = 0;
     const std::uint16_t slot = cluster_key_slot(key);
     RedisNodeAddress to = view_->route({slot}, routed)[0];
@@ -285,13 +290,13 @@ class ClusterClient {
       if (to.port == 0) {
         view_->request_refresh();
         error_ = "no master known for slot " + std::to_string(slot);
-        return RedisConnection::ReplyPtr{};
+        return std::nullopt;
       }
       const bool was_open = nodes_.count(to) != 0 && nodes_[to].conn->connected();
       RedisConnection* c = node(spec, to, deadline, true);
       if (c == nullptr) break;
       c->set_timeout(deadline - SteadyClock::now());
-      RedisConnection::ReplyPtr r;
+      RedisReply r;
       if (!ask || c->command({"ASKING"})) r = send(*c);
       c->set_timeout(spec.timeout);
       if (!r) {
@@ -304,13 +309,13 @@ class ClusterClient {
         }
         break;
       }
-      if (answer(*r.r)) {
+      if (answer(*r)) {
         view_->note_node(to, true, fleet_clock(spec));
         return r;
       }
-      const std::string text = RedisConnection::reply_text(r.r);
+      const std::string text = r->text();
       ClusterRedirect rd;
-      if (r->type == REDIS_REPLY_ERROR && parse_cluster_redirect(text, rd) == nullptr) {
+      if (r->is_error() && parse_cluster_redirect(text, rd) == nullptr) {
         ask = rd.ask;
         to = rd.ask ? rd.target(to) : view_->on_moved(rd, to, routed);
         continue;
@@ -320,7 +325,7 @@ class ClusterClient {
       break;
     }
     view_->note_node(to, false, fleet_clock(spec));
-    return RedisConnection::ReplyPtr{};
+    return std::nullopt;
   }
   // How long a node that could not be reached is left alone.
   static constexpr Nanos kRetryAfter = 250 * kNanosPerMs;
@@ -346,13 +351,13 @@ class ClusterClient {
     if (nodes_.size() >= kMaxNodes && nodes_.count(at) == 0) nodes_.clear();
     Node& n = nodes_[at];
     RedisConnection& c = *n.conn;
-    if (c.connected() && (!scripts || c.scripts_loaded())) return &c;
+    if (c.connected() && (!scripts || !c.script_sha(kFleetSyncScript).empty())) return &c;
     const Nanos t = SteadyClock::now();
     if (t < n.retry_at || t >= deadline) return nullptr;
     bool ok = c.connected() || c.connect_node(spec.endpoint, at, deadline - t);
     if (ok && scripts) {
       c.set_timeout(deadline - SteadyClock::now());
-      ok = c.load_scripts();
+      ok = fleet_load_scripts(c);
       if (ok) c.set_timeout(spec.timeout);
     }
     if (!ok) {
@@ -373,10 +378,7 @@ class ClusterClient {
     for (const std::size_t i : idx) {
       const Item& it = items[i];
       if (it.ask && !c.append({"ASKING"})) return false;
-      argv.assign({"EVALSHA", c.sync_sha(), std::to_string(it.keys.size())});
-      argv.insert(argv.end(), it.keys.begin(), it.keys.end());
-      argv.insert(argv.end(), it.args.begin(), it.args.end());
-      if (!c.append(argv)) return false;
+      if (!c.append(c.eval_command(kFleetSyncScript, it.keys, it.args))) return false;
     }
     return c.flush();
   }
@@ -390,35 +392,35 @@ class ClusterClient {
             std::vector<std::size_t>& todo) {
     c.set_timeout(deadline - SteadyClock::now());
     if (idx.empty()) {
-      RedisConnection::ReplyPtr r = c.read();
-      if (!r || r->type != REDIS_REPLY_STATUS) {
-        error_ = at.text() + ": " + (r ? RedisConnection::reply_text(r.r) : c.error());
+      RedisReply r = c.read();
+      if (!r || !r->is_status()) {
+        error_ = at.text() + ": " + (r ? r->text() : c.error());
         c.close();
         return false;
       }
       c.set_timeout(spec.timeout);
+      link.note_tls(c.tls_version());
       return true;
     }
+    link.note_tls(c.tls_version());
     bool ok = true, reload = false;
     for (const std::size_t i : idx) {
       Item& it = items[i];
       if (it.ask) c.read();  // ASKING's +OK
-      RedisConnection::ReplyPtr r = c.read();
+      RedisReply r = c.read();
       if (!r) {
         error_ = at.text() + ": " + c.error();
         return false;  // the rest of the node's reports stay pending
       }
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == FleetReply::kFields) {
+      if (r->is_array() && r->elements.size() == FleetReply::kFields) {
         std::string fields[FleetReply::kFields];
-        for (int j = 0; j < FleetReply::kFields; ++j) {
-          fields[j] = RedisConnection::reply_text(r->element[j]);
-        }
+        for (int j = 0; j < FleetReply::kFields; ++j) fields[j] = r->elements[j].text();
         FleetReply reply;
         if (reply.parse(fields)) it.m->apply(reply, fleet_clock(spec), it.sent);
         continue;
       }
-      const std::string text = RedisConnection::reply_text(r.r);
-      if (r->type != REDIS_REPLY_ERROR) {
+      const std::string text = r->text();
+      if (!r->is_error()) {
         error_ = at.text() + ": unexpected reply to the sync script";
         link.note_failure(error_);
         continue;

@@ -29,7 +29,7 @@ struct FleetSpec {
            endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
            '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset) +
            (endpoint.sentinels ? '\n' + endpoint.sentinels->identity() : std::string()) +
-           seed_identity();
+           seed_identity() + '\n' + endpoint.tls.identity();
   }
   std::string channel() const;
 

@@ -30,6 +30,9 @@ class FleetLink {
     std::uint64_t syncs = 0, failures = 0;
     std::string last_error;
     bool alone = false;  // see alone_after()
+    // "off" (plain), "on" (TLS, no handshake finished yet) or the version
+    // of the last handshake ("TLSv1.3").
+    std::string tls;
   };
 
   // A store is alone when its link is down and either never came up (the
@@ -68,10 +71,22 @@ class FleetLink {
 
   // A round trip failed (or Redis answered what it should not): `why` is
   // shown, without the password, in Stats::last_error.
+  // A NOPERM names the command the user may not run; the hint says where
+  // the whole list is.
   void note_failure(const std::string& why) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> g(error_mutex_);
     last_error_ = why;
+    if (why.find("NOPERM") != std::string::npos) {
+      last_error_ += " (?breaker_store_redis lists the ACL a fleet store needs)";
+    }
+  }
+
+  // The TLS version of a connection that just worked ("" for plain).
+  void note_tls(const std::string& version) {
+    if (version.empty()) return;
+    std::lock_guard<std::mutex> g(error_mutex_);
+    tls_ = version;
   }
 
   // A sync round trip succeeded at `now` (the store's clock).
@@ -99,6 +114,7 @@ class FleetLink {
         !s.linked && (last > 0 ? s.since_last_sync > alone_after() : s.failures > 0);
     std::lock_guard<std::mutex> g(error_mutex_);
     s.last_error = redact_password(last_error_, endpoint_);
+    s.tls = tls_;
     return s;
   }
 
@@ -130,6 +146,7 @@ class FleetLink {
   std::atomic<std::uint64_t> syncs_{0}, failures_{0};
   mutable std::mutex error_mutex_;
   std::string last_error_;
+  std::string tls_ = endpoint_.tls.enabled ? "on" : "off";
 };
 
 }  // namespace circuitbreaker

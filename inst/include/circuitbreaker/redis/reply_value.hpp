@@ -1,8 +1,10 @@
 // A Redis reply as a plain value tree, owned by C++ and independent of
-// hiredis: what the parsers of structured replies (CLUSTER SLOTS, CLUSTER
-// SHARDS, in redis/cluster.hpp) read, so that they are tested, and fuzzed,
-// without a server or a client library. redis/reply_value_hiredis.hpp
-// builds one from a hiredis reply.
+// hiredis: the one reply type of the Redis client. The wire (redis/wire.hpp)
+// hands every reply out as one (redis/reply_value_hiredis.hpp copies it
+// from hiredis's reader), and everything above reads only these: the round
+// trips, and the parsers of structured replies (CLUSTER SLOTS, CLUSTER
+// SHARDS, in redis/cluster.hpp), so that they are tested, and fuzzed,
+// without a server or a client library.
 //
 // A RESP3 map and a RESP2 array of alternating keys and values read alike
 // (field()); a RESP3 set reads as an array. Everything in a reply is
@@ -30,6 +32,7 @@ struct RedisValue {
   };
 
   Kind kind = Kind::kNil;
+  bool status = false;  // a kString that came as a simple status (+OK, +PONG)
   long long integer = 0;
   std::string str;                   // kString, kError (and kOther's text)
   std::vector<RedisValue> elements;  // kArray, kMap
@@ -66,7 +69,25 @@ struct RedisValue {
     return out;
   }
 
+  static RedisValue of_status(std::string s) {
+    RedisValue out = of_string(std::move(s));
+    out.status = true;
+    return out;
+  }
+
   bool is_nil() const { return kind == Kind::kNil; }
+  bool is_error() const { return kind == Kind::kError; }
+  bool is_status() const { return kind == Kind::kString && status; }
+  // An error reply that starts with `code` ("NOSCRIPT", "NOPERM", ...).
+  bool is_error(std::string_view code) const {
+    return kind == Kind::kError && std::string_view(str).substr(0, code.size()) == code;
+  }
+  // A string, status or error as its text, an integer in decimal; "" else.
+  std::string text() const {
+    if (kind == Kind::kString || kind == Kind::kError) return str;
+    if (kind == Kind::kInteger) return std::to_string(integer);
+    return std::string();
+  }
   bool is_integer() const { return kind == Kind::kInteger; }
   bool is_string() const { return kind == Kind::kString; }
   bool is_array() const { return kind == Kind::kArray; }

@@ -38,8 +38,12 @@ inline bool copy(const redisReply* r, RedisValue& out, int depth, std::size_t& b
       out.kind = RedisValue::Kind::kInteger;
       out.integer = r->integer;
       return true;
-    case REDIS_REPLY_STRING:
     case REDIS_REPLY_STATUS:
+      out.kind = RedisValue::Kind::kString;
+      out.status = true;
+      out.str = text();
+      return true;
+    case REDIS_REPLY_STRING:
 #ifdef REDIS_REPLY_VERB
     case REDIS_REPLY_VERB:
 #endif

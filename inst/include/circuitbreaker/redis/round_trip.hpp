@@ -17,6 +17,7 @@
 #include "../clock.hpp"
 #include "../fleet/member.hpp"
 #include "../fleet/protocol.hpp"
+#include "../fleet/script.hpp"
 #include "connection.hpp"
 #include "keys.hpp"
 #include "link.hpp"
@@ -29,11 +30,17 @@ inline Nanos fleet_clock(const FleetSpec& spec) noexcept {
   return SteadyClock::now() + spec.clock_offset;
 }
 
+// Loads the fleet's two scripts on `conn` (one round trip each), so that
+// each later EVALSHA costs one.
+inline bool fleet_load_scripts(RedisConnection& conn) {
+  return conn.load_script(kFleetSyncScript) && conn.load_script(kFleetLeaseScript);
+}
+
 // `conn`, connected and with its scripts loaded (each round trip bounded by
 // `timeout`).
 inline bool fleet_connection_ready(RedisConnection& conn, const FleetSpec& spec) {
   return conn.connected() ||
-         (conn.connect(spec.endpoint, spec.timeout) && conn.load_scripts());
+         (conn.connect(spec.endpoint, spec.timeout) && fleet_load_scripts(conn));
 }
 
 // One SYNC for `members` on `conn` (one round trip, bounded by `timeout`);
@@ -43,16 +50,14 @@ inline bool fleet_connection_ready(RedisConnection& conn, const FleetSpec& spec)
 inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
                             const std::vector<FleetMember*>& members, FleetLink& link) {
   if (members.empty()) {
-    RedisConnection::ReplyPtr r = conn.command({"PING"});
-    if (!r || r->type != REDIS_REPLY_STATUS) {
-      if (r) {
-        link.note_failure(r->type == REDIS_REPLY_ERROR ? RedisConnection::reply_text(r.r)
-                                                       : "unexpected reply to PING");
-      }
+    RedisReply r = conn.command({"PING"});
+    if (!r || !r->is_status()) {
+      if (r) link.note_failure(r->is_error() ? r->str : "unexpected reply to PING");
       conn.close();
       return false;
     }
     link.note_success(fleet_clock(spec));
+    link.note_tls(conn.tls_version());
     return true;
   }
   std::vector<std::string> keys, args;
@@ -71,11 +76,10 @@ inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
     sent.push_back(m->build(t));
     sent.back().append_args(args, m->fingerprint(), m->rules());
   }
-  RedisConnection::ReplyPtr r = conn.eval(false, keys, args);
-  if (!r || r->type != REDIS_REPLY_ARRAY ||
-      r->elements != members.size() * FleetReply::kFields) {
-    if (r && r->type != REDIS_REPLY_ERROR)
-      link.note_failure("unexpected reply to the sync script");
+  RedisReply r = conn.eval(kFleetSyncScript, keys, args);
+  if (!r || !r->is_array() ||
+      r->elements.size() != members.size() * FleetReply::kFields) {
+    if (r && !r->is_error()) link.note_failure("unexpected reply to the sync script");
     conn.close();
     return false;
   }
@@ -83,12 +87,13 @@ inline bool fleet_sync_once(RedisConnection& conn, const FleetSpec& spec,
   std::string fields[FleetReply::kFields];
   for (std::size_t i = 0; i < members.size(); ++i) {
     for (int j = 0; j < FleetReply::kFields; ++j) {
-      fields[j] = RedisConnection::reply_text(r->element[i * FleetReply::kFields + j]);
+      fields[j] = r->elements[i * FleetReply::kFields + j].text();
     }
     FleetReply reply;
     if (reply.parse(fields)) members[i]->apply(reply, at, sent[i]);
   }
   link.note_success(fleet_clock(spec));
+  link.note_tls(conn.tls_version());
   return true;
 }
 
@@ -115,29 +120,25 @@ inline bool fleet_sync(RedisConnection& conn, const FleetSpec& spec,
 // error too: Redis answered, so the connection is not dead), or an empty
 // reply when Redis could not be reached (conn.error() says why).
 template <class Send>
-inline RedisConnection::ReplyPtr fleet_caller_request(RedisConnection& conn,
-                                                      const FleetSpec& spec,
-                                                      Nanos deadline, Send send) {
+inline RedisReply fleet_caller_request(RedisConnection& conn, const FleetSpec& spec,
+                                       Nanos deadline, Send send) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Nanos left = deadline - SteadyClock::now();
     if (left <= 0) break;
     if (!conn.connected() && !conn.connect(spec.endpoint, left)) break;
     conn.set_timeout(deadline - SteadyClock::now());
-    RedisConnection::ReplyPtr r = send(conn);
+    RedisReply r = send(conn);
     conn.set_timeout(spec.timeout);
     if (r) return r;
   }
-  return RedisConnection::ReplyPtr{};
+  return std::nullopt;
 }
 
 // The LEASE script's reply (an array of strings), or nullopt.
-inline std::optional<std::vector<std::string>> fleet_lease_reply(
-    const RedisConnection::ReplyPtr& r) {
-  if (!r || r->type != REDIS_REPLY_ARRAY) return std::nullopt;
+inline std::optional<std::vector<std::string>> fleet_lease_reply(const RedisReply& r) {
+  if (!r || !r->is_array()) return std::nullopt;
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < r->elements; ++i) {
-    out.push_back(RedisConnection::reply_text(r->element[i]));
-  }
+  for (const RedisValue& v : r->elements) out.push_back(v.text());
   return out;
 }
 
@@ -149,9 +150,9 @@ inline std::optional<std::vector<std::string>> fleet_lease(
     RedisConnection& conn, const FleetSpec& spec, const std::vector<std::string>& keys,
     const std::string& token, std::int64_t lease_ms, Nanos deadline) {
   const std::vector<std::string> args{token, std::to_string(lease_ms), spec.channel()};
-  return fleet_lease_reply(
-      fleet_caller_request(conn, spec, deadline,
-                           [&](RedisConnection& c) { return c.eval(true, keys, args); }));
+  return fleet_lease_reply(fleet_caller_request(
+      conn, spec, deadline,
+      [&](RedisConnection& c) { return c.eval(kFleetLeaseScript, keys, args); }));
 }
 
 // The health-check lease (keys.hpp's fleet_health_key()): a plain
@@ -166,10 +167,9 @@ inline std::vector<std::string> fleet_health_lease_command(const std::string& ke
 // What the SET answered: true (+OK: this caller holds the lease), false
 // (nil: another holds it), nullopt (no answer, or anything else, another
 // status included: a reply is input, not a promise).
-inline std::optional<bool> fleet_health_lease_reply(const RedisConnection::ReplyPtr& r) {
-  if (r && r->type == REDIS_REPLY_STATUS && RedisConnection::reply_text(r.r) == "OK")
-    return true;
-  if (r && r->type == REDIS_REPLY_NIL) return false;
+inline std::optional<bool> fleet_health_lease_reply(const RedisReply& r) {
+  if (r && r->is_status() && r->str == "OK") return true;
+  if (r && r->is_nil()) return false;
   return std::nullopt;
 }
 

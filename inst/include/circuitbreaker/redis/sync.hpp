@@ -347,11 +347,15 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // breaker: what was published while there was no subscription is lost.
   bool subscribe() {
     if (!conn_.connect_subscriber(spec_, sub_)) return false;
-    RedisConnection::ReplyPtr r = sub_.command({"SUBSCRIBE", spec_.channel()});
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
+    RedisReply r = sub_.command({"SUBSCRIBE", spec_.channel()});
+    if (!r || !r->is_array()) {
+      // A user without channel rights (Redis 7's new ACL users have none):
+      // the breakers still sync every interval, without the early news.
+      if (r && r->is_error()) link_.note_failure("SUBSCRIBE: " + r->str);
       sub_.close();
       return false;
     }
+    sub_active_ = SteadyClock::now();
     for (auto& m : live_members()) m->want();
     subscriptions_.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -379,14 +383,13 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       const Nanos left = deadline - SteadyClock::now();
       if (left <= 0) return false;
       sub_.set_timeout(left);
-      RedisConnection::ReplyPtr r = sub_.read();
+      RedisReply r = sub_.read();
       if (!r) return false;
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-          RedisConnection::reply_text(r->element[0]) == "pong") {
+      if (is_pong(*r)) {
         sub_.set_timeout(spec_.timeout);
         return true;
       }
-      named = note_event(r.r) || named;
+      named = note_event(*r) || named;
     }
     return false;
   }
@@ -394,30 +397,43 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // A reply on the subscription: a message is {"message", channel, key}; the
   // key is checked only against the keys of this process's breakers. True
   // when it named one (for a sync soon).
-  bool note_event(const redisReply* r) {
-    return r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-           RedisConnection::reply_text(r->element[0]) == "message" &&
-           choice_.named(RedisConnection::reply_text(r->element[2]));
+  bool note_event(const RedisValue& r) {
+    return r.is_array() && r.elements.size() == 3 && r.elements[0].text() == "message" &&
+           choice_.named(r.elements[2].text());
+  }
+  // A subscribed RESP2 connection's answer to PING: {"pong", ""}.
+  static bool is_pong(const RedisValue& r) {
+    return r.is_array() && r.elements.size() == 2 && r.elements[0].text() == "pong";
   }
 
   // Reads what the subscription has, and notes the breakers named
   // (choice_); true when one was, or the subscription was lost (then every
   // breaker is read after the next subscription).
   bool read_events() {
-    redisContext* c = sub_.context();
-    if (c == nullptr) return false;
-    void* reply = nullptr;
-    if (redisBufferRead(c) != REDIS_OK) {
-      sub_.close();
-      return true;  // lost: sync now, as if told
-    }
+    if (!sub_.connected()) return false;
+    if (!sub_.drain()) return true;  // lost: sync now, as if told
+    sub_active_ = SteadyClock::now();
     bool any = false;
-    while (redisGetReplyFromReader(c, &reply) == REDIS_OK && reply != nullptr) {
-      any = note_event(static_cast<const redisReply*>(reply)) || any;
-      freeReplyObject(reply);
-      reply = nullptr;
-    }
+    for (RedisReply r = sub_.next(); r; r = sub_.next()) any = note_event(*r) || any;
     return any;
+  }
+
+  // Keeps idle connections alive through the proxies and load balancers of
+  // managed services, which drop a connection idle for a few minutes: a
+  // PING on the subscription when nothing came for kKeepAlive (its pong is
+  // read as an event, and ignored), and one on the caller's connection
+  // when no call used it for as long (never waiting for a caller).
+  void keep_alive() {
+    const Nanos t = SteadyClock::now();
+    if (sub_.connected() && t - sub_active_ >= kKeepAlive) {
+      sub_active_ = t;
+      if (!sub_.append({"PING"}) || !sub_.flush()) sub_.close();
+    }
+    if (t - caller_pinged_ >= kKeepAlive && caller_mutex_.try_lock()) {
+      std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
+      caller_pinged_ = t;
+      caller_.keep_alive(spec_);
+    }
   }
 
   // The next regular sync: one interval on, give or take 10%, so that the
@@ -455,6 +471,13 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
         // Wanted reads left over (a resubscription's): the next sync at once.
         urgent = tick();
         if (t >= next) next = after_tick(next);
+        continue;
+      }
+      keep_alive();
+      // Replies already read, or decrypted bytes that TLS holds: no poll()
+      // of the socket would see them.
+      if (sub_.connected() && sub_.ready()) {
+        if (read_events()) urgent = true;
         continue;
       }
       pollfd fds[2];
@@ -499,6 +522,9 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   bool check_subscription_ = false;
   std::atomic<std::uint64_t> subscriptions_{0};
   int wake_[2] = {-1, -1};
+  // Keep-alive (keep_alive()): the sync thread's.
+  static constexpr Nanos kKeepAlive = 60 * kNanosPerSecond;
+  Nanos sub_active_ = 0, caller_pinged_ = SteadyClock::now();
 
   std::mutex members_mutex_;
   std::condition_variable stopped_;

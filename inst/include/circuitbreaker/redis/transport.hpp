@@ -69,6 +69,19 @@ class FleetTransport {
     return fleet_health_lease(single_, spec, key, token, lease_ms, deadline);
   }
 
+  // A PING on each open connection that no call used for a while (the
+  // sync thread's keep-alive of the caller's connections); one that fails
+  // is closed, and made again when next needed.
+  void keep_alive(const FleetSpec& spec) {
+    if (cluster()) {
+      cluster_.keep_alive(spec);
+    } else if (single_.connected()) {
+      single_.set_timeout(spec.timeout);
+      const RedisReply r = single_.command({"PING"});
+      (void)r;
+    }
+  }
+
   // The server the last sync went to (host:port; behind Sentinel, the
   // master found then); "" on a cluster (a connection per node).
   std::string server_address() const {

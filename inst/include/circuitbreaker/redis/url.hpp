@@ -1,11 +1,14 @@
 // Where the Redis store connects: a redis:// URL, parsed.
 //
-//   redis://[[username]:password@]host[:port][/db]
+//   redis[s]://[[username]:password@]host[:port][/db][?name=value&...]
 //
 // host is a name, an IPv4 address or a bracketed IPv6 address; port defaults
 // to 6379 and db to 0. The username and password are percent-decoded.
-// rediss:// (TLS) is recognised and refused for now: the Redis store does not
-// speak TLS yet. Pure and independent of hiredis, so it is tested (and its
+// rediss:// is Redis over TLS (tls_options.hpp). The query takes the TLS
+// parameters that popular clients accept in the connection strings of
+// managed services (redis_url_detail::apply_query()); the names of the
+// others are kept, never their values, so that R can say once that they
+// were ignored. Pure and independent of hiredis, so it is tested (and its
 // messages are shared) wherever the package builds.
 #ifndef CIRCUITBREAKER_REDIS_URL_HPP
 #define CIRCUITBREAKER_REDIS_URL_HPP
@@ -18,6 +21,7 @@
 
 #include "../percent.hpp"
 #include "sentinel.hpp"
+#include "tls_options.hpp"
 
 namespace circuitbreaker {
 
@@ -37,6 +41,10 @@ struct RedisEndpoint {
   // the store is on a Cluster is found on the first connection
   // (redis/cluster_sync.hpp), seeds or not.
   std::vector<RedisNodeAddress> seeds;
+  // TLS on every connection of the store (rediss://, the query, R's `tls`).
+  RedisTls tls;
+  // The names of query parameters the parser does not know (ignored).
+  std::vector<std::string> query_unknown;
 
   // Where to look first: the seeds, or host:port.
   std::vector<RedisNodeAddress> seed_nodes() const {
@@ -69,6 +77,77 @@ inline bool number(std::string_view s, long lo, long hi, long& out) noexcept {
   return true;
 }
 
+// A query value that means yes or no: true/false, yes/no, 1/0, on/off.
+inline bool yes_no(std::string_view v, bool& out) noexcept {
+  for (const char* yes : {"true", "yes", "1", "on", "TRUE", "True"}) {
+    if (v == yes) return out = true, true;
+  }
+  for (const char* no : {"false", "no", "0", "off", "FALSE", "False"}) {
+    if (v == no) return out = false, true;
+  }
+  return false;
+}
+
+// One query parameter `name=value` (both percent-decoded) applied to `e`:
+// the TLS settings popular clients take from a URL (redis-py's ssl_*,
+// node-redis's and others' sni, tls/ssl). Returns nullptr, or what the value
+// must be; an unknown name is remembered and ignored.
+inline const char* apply_query(const std::string& name, const std::string& value,
+                               RedisEndpoint& e) {
+  if (value.find('\0') != std::string::npos || name.find('\0') != std::string::npos)
+    return "a URL without NUL bytes in its query";
+  RedisTls& t = e.tls;
+  if (name == "ssl_cert_reqs") {
+    if (value == "none" || value == "CERT_NONE") {
+      t.verify = false;
+    } else if (value == "required" || value == "CERT_REQUIRED" || value == "optional" ||
+               value == "CERT_OPTIONAL") {
+      t.verify = true;  // "optional" verifies a certificate the server sends: always
+    } else {
+      return "a URL whose ssl_cert_reqs is none, optional or required";
+    }
+  } else if (name == "ssl_ca_certs") {
+    t.ca_file = value;
+  } else if (name == "ssl_ca_path") {
+    t.ca_dir = value;
+  } else if (name == "ssl_certfile") {
+    t.cert_file = value;
+  } else if (name == "ssl_keyfile") {
+    t.key_file = value;
+  } else if (name == "sni" || name == "ssl_server_hostname") {
+    t.server_name = value;
+  } else if (name == "ssl" || name == "tls") {
+    bool on = false;
+    if (!yes_no(value, on)) return "a URL whose ssl (or tls) parameter is true or false";
+    if (on) t.enabled = true;
+  } else {
+    for (const std::string& seen : e.query_unknown) {
+      if (seen == name) return nullptr;
+    }
+    if (e.query_unknown.size() < 20) e.query_unknown.push_back(name);
+  }
+  return nullptr;
+}
+
+// The query `q` (after '?'): name=value pairs separated by '&'.
+inline const char* parse_query(std::string_view q, RedisEndpoint& e) {
+  while (!q.empty()) {
+    const std::size_t amp = q.find('&');
+    const std::string_view pair = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (pair.empty()) continue;
+    const std::size_t eq = pair.find('=');
+    std::string name, value;
+    if (!percent_decode(pair.substr(0, eq), name) ||
+        (eq != std::string_view::npos && !percent_decode(pair.substr(eq + 1), value))) {
+      return "a URL whose query is percent-encoded correctly";
+    }
+    if (name.empty()) return "a URL whose query parameters have names";
+    if (const char* bad = apply_query(name, value, e)) return bad;
+  }
+  return nullptr;
+}
+
 }  // namespace redis_url_detail
 
 // Parses `url`. Returns nullptr and fills `out`, or returns what the URL must
@@ -78,13 +157,30 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
   out = RedisEndpoint{};
   constexpr std::string_view scheme = "redis://";
   constexpr std::string_view tls_scheme = "rediss://";
+  std::string_view rest;
   if (url.substr(0, tls_scheme.size()) == tls_scheme) {
-    return "a redis:// URL (rediss://, Redis over TLS, is not supported yet)";
+    out.tls.enabled = true;
+    rest = url.substr(tls_scheme.size());
+  } else if (url.substr(0, scheme.size()) == scheme) {
+    rest = url.substr(scheme.size());
+  } else {
+    return "a redis:// or rediss:// URL such as \"redis://127.0.0.1:6379/0\"";
   }
-  if (url.substr(0, scheme.size()) != scheme) {
-    return "a redis:// URL such as \"redis://127.0.0.1:6379/0\"";
+  if (rest.find('#') != std::string_view::npos) {
+    return "a redis:// URL without a fragment ('#'): "
+           "redis[s]://[[user]:password@]host[:port][/db][?query]";
   }
-  std::string_view rest = url.substr(scheme.size());
+  // The query: after the first '?' that follows the credentials (a
+  // password may hold a '?', percent-encoded or not).
+  std::string_view query;
+  {
+    const std::size_t at = rest.rfind('@');
+    const std::size_t q = rest.find('?', at == std::string_view::npos ? 0 : at);
+    if (q != std::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+  }
 
   // The path: "/db", or nothing.
   std::string_view path;
@@ -93,10 +189,9 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
     path = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
   }
-  if (rest.find_first_of("?#") != std::string_view::npos ||
-      path.find_first_of("?#/") != std::string_view::npos) {
-    return "a redis:// URL without a query or fragment: "
-           "redis://[[user]:password@]host[:port][/db]";
+  if (path.find('/') != std::string_view::npos) {
+    return "a redis:// URL whose path is one database number: "
+           "redis[s]://[[user]:password@]host[:port][/db][?query]";
   }
 
   // Credentials: everything before the last '@'.
@@ -158,7 +253,7 @@ inline const char* parse_redis_url(std::string_view url, RedisEndpoint& out) {
       return "a redis:// URL whose database (the path) is a whole number";
     out.db = static_cast<int>(v);
   }
-  return nullptr;
+  return parse_query(query, out);
 }
 
 // `url` with its credentials masked, for messages: the text between "://"
@@ -182,6 +277,41 @@ inline std::string mask_url_credentials(std::string_view url) {
   }
   out += url.substr(at);
   return out;
+}
+
+// `url` masked as above, and the value of every query parameter whose name
+// speaks of a secret (password, pass, pwd, secret, token, key: a password
+// given as ?password=, a key passphrase) as "***". Paths of files are not
+// secrets and stay.
+inline std::string mask_url(std::string_view url) {
+  std::string out = mask_url_credentials(url);
+  const std::size_t q =
+      out.find('?', out.rfind('@') == std::string::npos ? 0 : out.rfind('@'));
+  if (q == std::string::npos) return out;
+  std::string masked = out.substr(0, q + 1);
+  std::string_view rest = std::string_view(out).substr(q + 1);
+  bool first = true;
+  while (true) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const std::size_t eq = pair.find('=');
+    std::string name(pair.substr(0, eq));
+    for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    bool secret = false;
+    for (const char* word : {"pass", "pwd", "secret", "token", "auth"}) {
+      secret = secret || name.find(word) != std::string::npos;
+    }
+    secret = secret || (name.find("key") != std::string::npos &&
+                        name.find("file") == std::string::npos);
+    if (!first) masked += '&';
+    first = false;
+    masked += (secret && eq != std::string_view::npos)
+                  ? std::string(pair.substr(0, eq + 1)) + "***"
+                  : std::string(pair);
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return masked;
 }
 
 // `text` (an error from hiredis or the server) with every occurrence of the
