@@ -367,12 +367,17 @@ NULL
 #' A handshake that fails makes the store run on local rules, with the
 #' reason as `last_error` and in the `circuit_breaker_store_alone` warning:
 #' `"TLS: unknown CA ..."` (give `ca_file`), `"TLS: name mismatch ..."`
-#' (give `server_name`), `"TLS: not a TLS server ..."` (a plain port: use
-#' `redis://`), and, the other way, `"no reply (is this a TLS port? use
-#' rediss://)"`. `print()` of the store, `$metrics()$tls`, the status routes
-#' (`tls`) and the Prometheus gauge `circuitbreaker_fleet_tls{version}` say
-#' which TLS version the links use (`"TLSv1.3"`, `"TLSv1.2"`; `"on"` before
-#' the first handshake), or `"off"`.
+#' (give `server_name`), `"TLS: the server's certificate has expired"`,
+#' `"TLS: not a TLS server ..."` (a plain port: use `redis://`), `"TLS: the
+#' server asks for a client certificate ..."` (give `cert_file` and
+#' `key_file`), `"TLS: handshake failed: ..."` (OpenSSL's reason) and, the
+#' other way, `"... before any answer (a TLS port? use rediss://)"`.
+#' `vignette("shared-stores")` lists them all, with what to do.
+#'
+#' `print()` of the store, `$metrics()$tls`, the status routes (`tls`) and
+#' the Prometheus gauge `circuitbreaker_fleet_tls{version}` say which TLS
+#' version the links use (`"TLSv1.3"`, `"TLSv1.2"`; `"on"` before the first
+#' handshake), or `"off"`.
 #'
 #' @section Requirements:
 #' The client library is hiredis, found when the package is installed
