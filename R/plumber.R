@@ -16,7 +16,8 @@
 #'   `last_sync` (its time, ISO 8601 in UTC) and `last_error` (the last
 #'   failure of the link to Redis, such as `"WRONGPASS ..."`, never with the
 #'   password), `topology` (`"single"`, `"sentinel"` or `"cluster"`),
-#'   `master` (the breaker's master) and `masters` (their number).
+#'   `master` (the breaker's master), `masters` (their number) and `tls`
+#'   (the TLS version of the link, such as `"TLSv1.3"`, or `"off"`).
 #' * `GET {path}/metrics`: the same in the Prometheus text format (see
 #'   [breaker_prometheus()]), with the content type
 #'   `text/plain; version=0.0.4; charset=utf-8`.

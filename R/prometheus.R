@@ -22,8 +22,11 @@
 #' * For fleet breakers only (these families appear when there is one):
 #'   `circuitbreaker_fleet_mode{breaker, mode}` (1
 #'   for the current mode, `fleet` or `local`),
-#'   `circuitbreaker_fleet_sync_lag_seconds` (since the last good sync) and
-#'   `circuitbreaker_fleet_last_sync_timestamp_seconds`.
+#'   `circuitbreaker_fleet_sync_lag_seconds` (since the last good sync),
+#'   `circuitbreaker_fleet_last_sync_timestamp_seconds` and
+#'   `circuitbreaker_fleet_tls{breaker, version}` (1, with the TLS version
+#'   of the store's links: `TLSv1.3`, `TLSv1.2`, `on` before the first
+#'   handshake, or `off` for a plain store).
 #' * `circuitbreaker_state{breaker, state}`: 1 for the current state, 0 for
 #'   the four others (`CLOSED`, `OPEN`, `HALF_OPEN`, `FORCED_OPEN`,
 #'   `DISABLED`), so that every state always has a series.

@@ -1,4 +1,4 @@
-#' @include checks.R conditions.R store.R
+#' @include checks.R conditions.R store.R store-redis-tls.R
 NULL
 
 #' Breakers shared by a fleet of hosts through Redis
@@ -14,6 +14,13 @@ NULL
 #'
 #' `breaker_store_redis_ping()` checks that the server answers within
 #' `timeout`.
+#'
+#' For a managed Redis (ElastiCache, Azure Cache for Redis, Upstash, Aiven,
+#' Redis Cloud, Memorystore), give the connection string as its console shows
+#' it, from the environment (`Sys.getenv("REDIS_URL")`): see "TLS" and
+#' "Security" below, and `vignette("shared-stores", package =
+#' "circuitbreaker")` for each service's shape, the user it needs and what
+#' each failure means.
 #'
 #' @section No round trip on the hot path:
 #' In CLOSED and OPEN a call never talks to Redis. Each process keeps a local
@@ -307,7 +314,7 @@ NULL
 #' a list): processes of those versions and of this one do not share
 #' breakers, so upgrade a fleet's processes together (the `cb1` keys expire
 #' on their own). On a Redis Cluster each script call covers one breaker, so that it touches one slot
-#' (see "Topologies and failover"). TLS (`rediss://`) is not supported yet.
+#' (see "Topologies and failover").
 #' (With `redis-cli`, add `-c` on a cluster to follow the redirects.)
 #'
 #' To remove a breaker's keys (once no process uses it, for instance to
@@ -327,12 +334,61 @@ NULL
 #' (quote the pattern; the glob characters `*`, `?` and `[` of a name are
 #' encoded, so the pattern matches this breaker's keys only).
 #'
+#' @section TLS:
+#' TLS is on when the URL is `rediss://` or `tls` is not `NULL`
+#' (`tls = list()` is TLS with the defaults). It is TLS 1.2 at least, and it
+#' verifies by default: the server's certificate chain against OpenSSL's
+#' default paths (the system's CAs, or the file that `SSL_CERT_FILE` names)
+#' or against `ca_file` / `ca_dir` when given, and its name against
+#' `server_name`, else the URL's host (a host that is an IP address must be
+#' one of the certificate's IP addresses; a name is also sent as SNI). The
+#' same settings apply to every connection of the store: each seed and node
+#' of a Cluster, the sentinels and the master they name. A node the store
+#' learns of (from `CLUSTER SLOTS`, or the master's address from the
+#' sentinels) is verified by its announced host name when it has one, else
+#' by `server_name`, else by its IP address; a node you give (the URL's host,
+#' a seed, a sentinel) by `server_name`, else by its host.
+#'
+#' `tls = list(verify = FALSE)` (or the URL's `ssl_cert_reqs=none`) encrypts
+#' without checking who answers, and warns once per session with class
+#' `circuit_breaker_tls_unverified`: give `ca_file` instead.
+#'
+#' A console's URL works as it is: `rediss://user:password@host:port/db`, and
+#' the query parameters `ssl_cert_reqs` (`none`, `optional`, `required`),
+#' `ssl_ca_certs`, `ssl_ca_path`, `ssl_certfile`, `ssl_keyfile` and `sni`
+#' (or `ssl_server_hostname`) set the `tls` fields of the same meaning (a
+#' field of `tls` wins over the URL's); `ssl=true` turns TLS on for a
+#' `redis://` URL. Other parameters are ignored with a warning of class
+#' `circuit_breaker_store_url_ignored`, once, naming them (never their
+#' values). The name verified is separate from the address dialled: to
+#' connect through a tunnel or an IP address while checking the service's
+#' name, give `server_name`.
+#'
+#' A handshake that fails makes the store run on local rules, with the
+#' reason as `last_error` and in the `circuit_breaker_store_alone` warning:
+#' `"TLS: unknown CA ..."` (give `ca_file`), `"TLS: name mismatch ..."`
+#' (give `server_name`), `"TLS: the server's certificate has expired"`,
+#' `"TLS: not a TLS server ..."` (a plain port: use `redis://`), `"TLS: the
+#' server asks for a client certificate ..."` (give `cert_file` and
+#' `key_file`), `"TLS: handshake failed: ..."` (OpenSSL's reason) and, the
+#' other way, `"... before any answer (a TLS port? use rediss://)"`.
+#' `vignette("shared-stores")` lists them all, with what to do.
+#'
+#' `print()` of the store, `$metrics()$tls`, the status routes (`tls`) and
+#' the Prometheus gauge `circuitbreaker_fleet_tls{version}` say which TLS
+#' version the links use (`"TLSv1.3"`, `"TLSv1.2"`; `"on"` before the first
+#' handshake), or `"off"`.
+#'
 #' @section Requirements:
 #' The client library is hiredis, found when the package is installed
 #' (Debian and Ubuntu: `apt-get install libhiredis-dev`; Fedora:
 #' `dnf install hiredis-devel`; macOS: `brew install hiredis`; then install
 #' the package again). Without it, `breaker_store_redis()` raises an error of
-#' class `circuit_breaker_store_unavailable` that says so. A process that
+#' class `circuit_breaker_store_unavailable` that says so. TLS needs OpenSSL
+#' as well (Debian and Ubuntu: `apt-get install libssl-dev`; Fedora:
+#' `dnf install openssl-devel`; macOS: `brew install openssl@3`; then install
+#' the package again); without it, a TLS store raises the same error, saying
+#' so. A process that
 #' forks (`parallel::mcparallel()`) does not take the sync thread with it:
 #' use separate processes (callr, future's multisession, plumber workers).
 #'
@@ -344,9 +400,33 @@ NULL
 #' least a database (`/db` in the URL) and a `prefix` of its own, and protect
 #' it: a password (`requirepass`) or, better, an ACL user of its own whose
 #' key and channel patterns cover only the store's prefix (see "Keys"), and
-#' a Redis reachable from the fleet's private network only. The traffic is
-#' not encrypted (no TLS yet): keep it off networks that others can listen
-#' on.
+#' a Redis reachable from the fleet's private network only. Over a network
+#' that others can listen on, use TLS (`rediss://`, see "TLS") with
+#' verification on: without it the password and the fleet's state travel in
+#' clear.
+#'
+#' *Least privilege.* The store needs these commands and no others, on the
+#' keys `cb2:{<prefix>:*` and the channel `cb2:{<prefix>}:events` (the
+#' prefix percent-encoded as in "Keys"; `:` is `%3A`). For prefix `"myapp"`,
+#' this ACL user (Redis 6.2 or later; put a password of your own after `>`)
+#' is all a fleet store needs, on a single server, a Cluster's nodes or a
+#' Sentinel's master and replicas (Redis does not replicate ACLs: run it on
+#' every node, or put the rules in its `aclfile`):
+#'
+#' `r redis_acl_block("myapp")`
+#'
+#' The store sends `AUTH`, `SELECT` (a database other than 0), `PING`,
+#' `SCRIPT LOAD` and `EVALSHA` (or `EVAL`, with the script's source, where
+#' `SCRIPT LOAD` is not allowed), `SUBSCRIBE`, `SET` (the
+#' health check's lease), `DEL` ([breaker_store_unlink()]), `ROLE` (behind
+#' Sentinel), `CLUSTER SLOTS` or `CLUSTER SHARDS` and `ASKING` (on a Cluster);
+#' its scripts run `TIME`, `HMGET`, `HGET`, `HSET`, `GET`, `SET`, `DEL`,
+#' `PEXPIRE`, `PTTL` and `PUBLISH`, which Redis checks against the same user.
+#' It never needs `CONFIG`, `KEYS`, `FLUSHALL`, `FLUSHDB`, `DEBUG` or
+#' `CLIENT KILL`. Sentinels with users of their own need only
+#' `+sentinel|get-master-addr-by-name` (and `+auth`) for
+#' `sentinel_password`'s user. A command that the user lacks makes the store
+#' run on local rules with the server's `NOPERM` reply as `last_error`.
 #'
 #' *What a hostile Redis, or a client that writes the store's keys, can do
 #' to a process.* Decide the fleet's state: open or close its breakers, take
@@ -366,14 +446,18 @@ NULL
 #' and hiredis's messages. The store object keeps the URL out of sight of
 #' `str()` and `dput()`, but it is in the process's memory and in whatever
 #' code or configuration gave it: pass it from an environment variable or a
-#' secret store, not in source code.
+#' secret store, not in source code. The `tls` settings are paths, shown in
+#' errors when a file is missing; a value that looks like a certificate or a
+#' key (PEM text given where its path belongs) is described, never shown.
 #'
-#' @param url A `redis://[[user]:password@]host[:port][/db]` URL; `NULL` (the
-#'   default) is `"redis://127.0.0.1:6379/0"`. With `sentinel`, only its user
-#'   name, password and database are used (see "Topologies and failover").
+#' @param url A `redis://[[user]:password@]host[:port][/db]` URL, or
+#'   `rediss://` for TLS, maybe with a query (`?ssl_cert_reqs=required`, see
+#'   "TLS"); `NULL` (the default) is `"redis://127.0.0.1:6379/0"`. With
+#'   `sentinel`, only its user name, password, database and TLS settings are
+#'   used (see "Topologies and failover").
 #'   On a Redis Cluster, any node's URL, or the URLs of several (1 to 100
-#'   seed nodes, with one user name and password, and database 0); the
-#'   store finds out by itself that it is a cluster.
+#'   seed nodes, with one user name and password, one TLS setting, and
+#'   database 0); the store finds out by itself that it is a cluster.
 #' @param prefix The prefix of every key, so that several applications can
 #'   share one Redis: letters, digits, `_`, `-`, `.` and `:`.
 #' @param sync_interval Seconds between two syncs with Redis, from 0.01 to 60.
@@ -386,18 +470,38 @@ NULL
 #'   (`sentinel monitor <master> ...` in their configuration).
 #' @param sentinel_password `NULL`, or the sentinels' own password (their
 #'   `requirepass`; not the master's, which `url` gives).
+#' @param tls `NULL` (TLS only when `url` is `rediss://`), or a named list of
+#'   TLS settings, which turns TLS on and completes the URL's: `ca_file` (a
+#'   PEM file of the CAs to trust instead of the system's), `ca_dir` (a
+#'   directory of them, hashed by `openssl rehash`), `cert_file` and
+#'   `key_file` (a client certificate and its key, both or neither, for
+#'   servers that ask for one: mutual TLS), `server_name` (the name to verify
+#'   and send as SNI; by default the URL's host) and `verify` (`TRUE`, the
+#'   default; `FALSE` encrypts without checking the server, and warns). Files
+#'   must be readable when the store is made; an unknown name, a wrong type
+#'   or an unreadable file is an error of class
+#'   `circuit_breaker_invalid_argument` naming the field (`tls$ca_file`).
 #' @param store A store from `breaker_store_redis()`.
 #' @return `breaker_store_redis()`: a store object. `breaker_store_redis_ping()`:
 #'   `TRUE` when the server answered `PONG` within `timeout`, else `FALSE` with
 #'   the reason as the attribute `"message"`.
-#' @seealso [breaker_store_host()] for the processes of one host.
+#' @seealso [breaker_store_host()] for the processes of one host;
+#'   `vignette("shared-stores", package = "circuitbreaker")` for production
+#'   Redis (managed services, TLS, the ACL user, what each failure means).
 #' @examples
 #' \dontrun{
 #' fleet <- breaker_store_redis("redis://127.0.0.1:6379/0", prefix = "myapp")
-#' # A master behind Sentinel; the password from the environment:
+#' # A managed Redis over TLS, its console's URL in the environment
+#' # (rediss://default:<password>@<host>:6379), verified with the system's CAs:
+#' managed <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp")
+#' # A server whose certificate is signed by a CA of your own:
+#' private <- breaker_store_redis("rediss://:password@10.0.0.5:6380/0", prefix = "myapp",
+#'                                tls = list(ca_file = "/etc/redis/ca.pem",
+#'                                           server_name = "redis.internal"))
 #' # A Redis Cluster, given two of its nodes:
 #' clustered <- breaker_store_redis(c("redis://10.0.0.1:6379/0", "redis://10.0.0.2:6379/0"),
 #'                                  prefix = "myapp")
+#' # A master behind Sentinel; the password from the environment:
 #' ha <- breaker_store_redis(Sys.getenv("REDIS_URL"), prefix = "myapp",
 #'                           sentinel = c("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"),
 #'                           master = "mymaster")
@@ -408,7 +512,7 @@ NULL
 #' }
 #' @export
 breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_interval = 0.1, timeout = 0.1,
-                                sentinel = NULL, master = "mymaster", sentinel_password = NULL) {
+                                sentinel = NULL, master = "mymaster", sentinel_password = NULL, tls = NULL) {
   call <- rlang::current_call()
   if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
   if (!is.character(url) || length(url) <= 1L) check_string(url, call = call)
@@ -427,23 +531,40 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
                        must = "a number of seconds from 0.001 to 60", call = call)
   topology <- redis_sentinel_args(sentinel, master, sentinel_password, call = call)
+  tls <- redis_tls_settings(tls, endpoint, call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
+  if (!is.null(tls) && !cb_redis_tls_available()) abort_redis_tls_unavailable(call = call)
   # The URL with its password stays in an environment, so that printing,
   # str() or dput() of the store shows only the masked one.
   secret <- new.env(parent = emptyenv())
   secret$url <- url
   secret$sentinel_password <- sentinel_password
-  shown <- paste(vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), collapse = ", ")
+  shown <- paste(redis_shown_url(url, tls = !is.null(tls)), collapse = ", ")
   if (!is.null(topology$sentinel)) {
     shown <- paste0("sentinel master \"", topology$master, "\" via ",
-                    paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db)
+                    paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db, if (!is.null(tls)) ", TLS")
   }
-  structure(
-    list(kind = "redis", url = shown, endpoint = endpoint, prefix = prefix,
+  # The endpoint without what the URL said of TLS: the store keeps the
+  # merged settings (`tls`), and its unknown query parameters are told once.
+  parts <- endpoint[setdiff(names(endpoint), c("tls", "query_unknown"))]
+  store <- structure(
+    list(kind = "redis", url = shown, endpoint = parts, prefix = prefix,
          sync_interval = sync_interval, timeout = timeout, sentinel = topology$sentinel,
-         master = topology$master, secret = secret),
+         master = topology$master, tls = tls, secret = secret),
     class = c("circuit_breaker_store_redis", "circuit_breaker_store")
   )
+  redis_url_warnings(store, endpoint)
+  store
+}
+
+# URLs as a store shows them: masked (no user name or password), without
+# their query (the core read it; a value there might be a secret), and
+# rediss:// when the store speaks TLS (also when a redis:// URL turned it on
+# with `ssl=true` or `tls` did).
+redis_shown_url <- function(url, tls) {
+  shown <- sub("[?#].*$", "", vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE))
+  if (tls) shown <- sub("^redis://", "rediss://", shown)
+  shown
 }
 
 # The Sentinel arguments, checked: list(sentinel = the addresses as the
@@ -562,7 +683,7 @@ redis_store_spec <- function(store) {
   if (!isTRUE(is.finite(offset))) offset <- 0
   list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
        timeout = store$timeout, clock_offset = offset, sentinels = store$sentinel,
-       master = store$master, sentinel_password = store$secret$sentinel_password)
+       master = store$master, sentinel_password = store$secret$sentinel_password, tls = store$tls)
 }
 
 # The fleet fields of $metrics() for a Redis breaker.
@@ -578,7 +699,8 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
     last_error = link_error(info$last_error),
     topology = info$topology,
     master = if (nzchar(info$master)) info$master else NA_character_,
-    masters = info$masters
+    masters = info$masters,
+    tls = info$tls
   )
 }
 
@@ -592,13 +714,13 @@ link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
   list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
        fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
-       topology = NA_character_, master = NA_character_, masters = NA_real_)
+       topology = NA_character_, master = NA_character_, masters = NA_real_, tls = NA_character_)
 }
 
 # The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master", "masters")
+  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master", "masters", "tls")
 }
 
 #' @exportS3Method
@@ -615,7 +737,17 @@ store_prometheus_families.circuit_breaker_store_redis <- function(store) {
     list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge",
          help = paste("Fleet breakers (Redis store): the time of the last good sync with Redis,",
                       "in seconds since the epoch."),
-         samples = function(m) prom_field(m, "last_sync"))
+         samples = function(m) prom_field(m, "last_sync")),
+    # An info-style gauge: the version is a label, so that a plain store, or
+    # one whose handshakes fell back to TLSv1.2, is one query away.
+    list(name = "circuitbreaker_fleet_tls", type = "gauge",
+         help = paste("Fleet breakers (Redis store): 1, labelled with the TLS version of the link's last handshake",
+                      "(TLSv1.3, TLSv1.2), on (TLS before the first handshake) or off (a plain redis:// store)."),
+         label = "version",
+         samples = function(m) {
+           if (!rlang::is_string(m$tls)) return(numeric())
+           stats::setNames(1, prom_escape_label(m$tls))
+         })
   )
 }
 # nolint end
@@ -627,13 +759,14 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   auth <- if (isTRUE(e$has_password)) paste0(user, ":***@") else if (nzchar(user)) "***@" else ""
   host <- if (grepl(":", e$host, fixed = TRUE)) paste0("[", e$host, "]") else e$host
   seeds <- if (is.null(e$seeds)) 1L else e$seeds
-  where <- if (is.null(x$sentinel) && seeds == 1L) paste0("redis://", auth, host, ":", e$port, "/", e$db) else x$url
+  scheme <- if (is.null(x$tls)) "redis://" else "rediss://"
+  where <- if (is.null(x$sentinel) && seeds == 1L) paste0(scheme, auth, host, ":", e$port, "/", e$db) else x$url
   out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
   link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
-                         "   failed: ", link$sync_failures),
+                         "   failed: ", link$sync_failures, "   tls: ", link$tls),
              paste0("  topology: ", redis_topology_text(link$topology, link$master, link$masters)))
     error <- link_error(link$last_error)
     if (!is.na(error)) out <- c(out, paste0("  last error: ", error))
