@@ -148,7 +148,9 @@ bad_input_specs <- list(
                                           sentinel = null_or(nothing),
                                           master = function(x) is_string(x) && grepl("^[A-Za-z0-9_.-]{1,200}$", x),
                                           # Only with sentinels, which the defaults have none of.
-                                          sentinel_password = is.null)),
+                                          sentinel_password = is.null,
+                                          # Only NULL is valid without files to name (TLS has its own tests).
+                                          tls = is.null)),
   breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
                                   valid = list(store = nothing)),
   breaker_dashboard_ui = list(group = "plumber_shiny", args = function() list(id = "d"), valid = list(id = is_string)),
