@@ -29,7 +29,7 @@ redis_acl_commands <- c(
 
 # The line for a store with prefix `prefix` (one that breaker_store_redis()
 # accepts). Its keys are `cb2:{<prefix>:<name>}...` and its channel
-# `cb2:{<prefix>}:events`, the prefix percent-encoded (redis/keys.hpp): of
+# `cb2:{<prefix>}:events`, the prefix percent-encoded (fleet/keys.hpp): of
 # the characters a prefix may have, only `:` is encoded (as %3A).
 redis_acl_setuser <- function(prefix = "myapp", user = "cb-fleet", password = "change-this-password") {
   stopifnot(grepl("^[A-Za-z0-9_.:-]+$", prefix))

@@ -172,7 +172,7 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
 }
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-// The host segment of fleet breaker `name`'s bulkhead (redis/fleet_bulkhead.hpp),
+// The host segment of fleet breaker `name`'s bulkhead (fleet/fleet_bulkhead.hpp),
 // in this user's default host store directory (made if missing, checked as
 // the host store checks it), opened as a host breaker's segment is; what
 // fails raises the host store's errors, naming the segment.

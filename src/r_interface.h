@@ -14,7 +14,7 @@
 #include "circuitbreaker/breaker_name.hpp"
 #include "circuitbreaker/circuitbreaker.hpp"
 #include "circuitbreaker/host/host_handle.hpp"
-#include "circuitbreaker/redis/fleet_handle.hpp"
+#include "circuitbreaker/fleet/fleet_handle.hpp"
 
 namespace cbr {
 

@@ -273,7 +273,7 @@ std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string n
 }
 
 // The file that holds fleet breaker `spec`'s bulkhead permits on this host
-// (a list from R's redis_store_location(); redis/fleet_bulkhead.hpp), in
+// (a list from R's redis_store_location(); fleet/fleet_bulkhead.hpp), in
 // this user's default host store directory, whether or not it exists.
 // [[Rcpp::export(rng = false)]]
 std::string cb_fleet_bulkhead_path(SEXP spec) {

@@ -1,5 +1,5 @@
 // One sync of N busy breakers over a Redis Cluster, timed from outside R:
-// the store's cluster transport (redis/transport.hpp, cluster_sync.hpp) on
+// the store's cluster transport (fleet/transport.hpp, cluster_sync.hpp) on
 // a FleetSpec whose seed is argv[1] (host:port), with N breakers (argv[2],
 // default 100), each with new counts before every sync (a call and, every
 // tenth, a failure); ROUNDS syncs (argv[3], default 50). Prints the median,
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "circuitbreaker/redis/sync.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
 
 namespace cb = circuitbreaker;
 

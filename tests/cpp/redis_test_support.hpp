@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "circuitbreaker/redis/sync.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
 
 namespace cbredis {
 

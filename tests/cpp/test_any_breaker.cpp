@@ -21,7 +21,7 @@
 
 #include <circuitbreaker/any_breaker.hpp>
 #include <circuitbreaker/host/host_handle.hpp>
-#include <circuitbreaker/redis/fleet_handle.hpp>
+#include <circuitbreaker/fleet/fleet_handle.hpp>
 
 #include "process_test_support.hpp"
 #include "redis_test_support.hpp"

@@ -150,7 +150,7 @@ TEST_CASE("adopt() of manual states; decline_probe() rejects a probe", "[fleet]"
 }
 
 TEST_CASE("a member has news only when it has something to tell the fleet", "[fleet]") {
-  // The sync sends a breaker only then (redis/sync.hpp): an idle breaker
+  // The sync sends a breaker only then (fleet/sync.hpp): an idle breaker
   // costs Redis nothing.
   cb::Config c;
   c.failure_threshold = 3;

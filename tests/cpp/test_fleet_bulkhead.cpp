@@ -1,4 +1,4 @@
-// A fleet breaker's bulkhead per host (redis/fleet_bulkhead.hpp): the
+// A fleet breaker's bulkhead per host (fleet/fleet_bulkhead.hpp): the
 // permits of calls that one breaker decides (BasicBreaker::acquire_with())
 // kept in another block (take_bulkhead_permit(), return_bulkhead_permit()),
 // here a host segment shared by processes (fork); and the segment's file
@@ -13,7 +13,7 @@
 
 #include <circuitbreaker/circuitbreaker.hpp>
 #include <circuitbreaker/fleet/fleet_breaker.hpp>
-#include <circuitbreaker/redis/fleet_bulkhead.hpp>
+#include <circuitbreaker/fleet/fleet_bulkhead.hpp>
 
 #include "breaker_test_support.hpp"
 #include "process_test_support.hpp"

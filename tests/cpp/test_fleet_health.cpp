@@ -1,4 +1,4 @@
-// The fleet-wide health-check lease (redis/fleet_handle.hpp's
+// The fleet-wide health-check lease (fleet/fleet_handle.hpp's
 // claim_health_check(), keys.hpp's fleet_health_key()): two processes'
 // handles of one fleet breaker (two FleetSyncs, as two processes have),
 // against a real redis-server, on a real clock. In one interval one claim is
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include <circuitbreaker/redis/fleet_handle.hpp>
+#include <circuitbreaker/fleet/fleet_handle.hpp>
 
 #include "breaker_test_support.hpp"
 #include "redis_test_support.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "circuitbreaker/redis/sync.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
 #include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;

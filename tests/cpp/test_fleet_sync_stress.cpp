@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "circuitbreaker/redis/fleet_handle.hpp"
-#include "circuitbreaker/redis/sync.hpp"
+#include "circuitbreaker/fleet/fleet_handle.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
 #include "redis_test_support.hpp"
 #include "tcp_freeze_proxy.hpp"
 
@@ -31,7 +31,7 @@ namespace cb = circuitbreaker;
 namespace {
 
 // One process's view of one fleet breaker, through the handle the binding
-// holds (redis/fleet_handle.hpp): a probe asks for the fleet's lease; a trip
+// holds (fleet/fleet_handle.hpp): a probe asks for the fleet's lease; a trip
 // wakes the sync thread, a failure nudges it; a settled probe and a manual
 // command wake it.
 struct Caller {

@@ -17,7 +17,7 @@
 #include "circuitbreaker/redis/cluster.hpp"
 #include "circuitbreaker/redis/cluster_reply.hpp"
 #include "circuitbreaker/redis/key_slot.hpp"
-#include "circuitbreaker/redis/keys.hpp"
+#include "circuitbreaker/fleet/keys.hpp"
 #include "circuitbreaker/redis/node_address.hpp"
 #include "circuitbreaker/redis/redirect.hpp"
 #include "circuitbreaker/redis/reply_value.hpp"

@@ -1,5 +1,5 @@
-// The fleet store's transport on a real Redis Cluster (redis/transport.hpp,
-// redis/router.hpp, redis/round_trip.hpp): three cluster-enabled redis-servers on 127.0.0.1
+// The fleet store's transport on a real Redis Cluster (fleet/transport.hpp,
+// redis/router.hpp, fleet/round_trip.hpp): three cluster-enabled redis-servers on 127.0.0.1
 // that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER
 // MEET); then detection, a sync of breakers over every master with one
 // EVALSHA each, a slot moved under the store (MOVED followed in the same
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "circuitbreaker/redis/cluster_view.hpp"
-#include "circuitbreaker/redis/sync.hpp"
-#include "circuitbreaker/redis/transport.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
+#include "circuitbreaker/fleet/transport.hpp"
 #include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;

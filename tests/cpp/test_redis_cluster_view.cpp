@@ -14,7 +14,7 @@
 #include "circuitbreaker/redis/cluster.hpp"
 #include "circuitbreaker/redis/cluster_view.hpp"
 #include "circuitbreaker/redis/key_slot.hpp"
-#include "circuitbreaker/redis/keys.hpp"
+#include "circuitbreaker/fleet/keys.hpp"
 #include "circuitbreaker/redis/redirect.hpp"
 
 namespace cb = circuitbreaker;

@@ -13,7 +13,7 @@
 
 #include "circuitbreaker/clock.hpp"
 #include "circuitbreaker/redis/connection.hpp"
-#include "circuitbreaker/redis/keys.hpp"
+#include "circuitbreaker/fleet/keys.hpp"
 #include "circuitbreaker/redis/reply_value.hpp"
 #include "circuitbreaker/redis/sentinel.hpp"
 #include "circuitbreaker/redis/url.hpp"

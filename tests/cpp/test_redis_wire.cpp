@@ -21,8 +21,8 @@
 #include <string>
 #include <thread>
 
-#include "circuitbreaker/redis/fleet_handle.hpp"
-#include "circuitbreaker/redis/sync.hpp"
+#include "circuitbreaker/fleet/fleet_handle.hpp"
+#include "circuitbreaker/fleet/sync.hpp"
 #include "redis_test_support.hpp"
 
 namespace cb = circuitbreaker;

@@ -2,13 +2,13 @@
 // state: AnyBreaker, one abstract class with one virtual call per operation.
 //
 //   std::unique_ptr<AnyBreaker> b = std::make_unique<ProcessHandle>(settings, now);
-//   // or host/host_handle.hpp's HostHandle, redis/fleet_handle.hpp's FleetHandle
+//   // or host/host_handle.hpp's HostHandle, fleet/fleet_handle.hpp's FleetHandle
 //   Admission a = b->acquire(now, kNever);
 //   if (StoreFault f = b->take_fault()) { /* report f; do not use `a` */ }
 //
 // Each store implements it beside its own code: the process store here
 // (ProcessHandle), the host store in host/host_handle.hpp, the fleet store in
-// redis/fleet_handle.hpp. Whatever a store adds to the core's operations (the
+// fleet/fleet_handle.hpp. Whatever a store adds to the core's operations (the
 // host's lock-free admission and its faults, the fleet's probe lease and its
 // words to the sync thread) lives in its implementation, so a binding only
 // converts: it calls an operation, then asks take_fault() before it uses the

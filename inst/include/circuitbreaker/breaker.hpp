@@ -115,7 +115,7 @@ class BasicBreaker {
 
   // acquire() for a breaker whose bulkhead's permits are kept outside its
   // block, by `permits` (a fleet breaker's permits, shared by the processes
-  // of a host in a host segment: redis/fleet_bulkhead.hpp). The same
+  // of a host in a host segment: fleet/fleet_bulkhead.hpp). The same
   // decision in the same order: the breaker first, then the bulkhead before
   // anything moves, and a full bulkhead moves nothing here. `permits` has
   //   bool limited()        whether there is a bulkhead at all;

@@ -9,7 +9,7 @@
 //     takes the lease under the breaker's lock (for a host-shared breaker, the
 //     segment's lock: one process of the host runs each check; a fleet
 //     breaker's local copy grants it only with the fleet's lease in Redis as
-//     well, redis/fleet_handle.hpp). The lease is
+//     well, fleet/fleet_handle.hpp). The lease is
 //     free when none was taken in this OPEN period (a new generation) or when
 //     the last one's interval has passed, so a holder that died (or whose
 //     check never returns) holds it for one interval at most.

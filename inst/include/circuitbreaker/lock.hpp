@@ -52,7 +52,7 @@ class LockGuard {
 // tried and was worse: on a loaded 2-core machine a waiter whose turn came
 // while it was descheduled stalled everyone (1.5 us per lock instead of 24 ns).
 // In the package, R's thread drives each breaker; the one other thread that
-// takes a breaker's lock is a fleet breaker's sync thread (redis/sync.hpp),
+// takes a breaker's lock is a fleet breaker's sync thread (fleet/sync.hpp),
 // a few times per sync to build a report and apply the reply: a short, rare
 // contender, which unfairness cannot starve.
 class SpinLock {

@@ -2,7 +2,7 @@
 //
 // Encoding: how a breaker's name (or a store's prefix) is written where only
 // a few bytes are safe: a segment's file name (host/host_breaker.hpp) and a fleet
-// breaker's Redis keys (redis/keys.hpp). Every byte but [A-Za-z0-9_.-] is
+// breaker's Redis keys (fleet/keys.hpp). Every byte but [A-Za-z0-9_.-] is
 // written %XX (upper-case hex). The encoding is injective, and its output
 // never holds '/', ':', '{', '}', '%' (except as an escape), a space or a
 // control byte, so it can sit between separators made of those.

@@ -36,7 +36,7 @@
 //   acquire_with(now, lease, permits)  (breaker.hpp) admission by the same
 //                                 rule, with the bulkhead's permits kept
 //                                 outside the block (the fleet store's, in a
-//                                 host segment: redis/fleet_bulkhead.hpp,
+//                                 host segment: fleet/fleet_bulkhead.hpp,
 //                                 through take_bulkhead_permit() and
 //                                 return_bulkhead_permit() on that segment's
 //                                 own breaker).
@@ -56,7 +56,7 @@
 //                                 holds: each store implements it beside its
 //                                 code (ProcessHandle there, HostHandle in
 //                                 host/host_handle.hpp, FleetHandle in
-//                                 redis/fleet_handle.hpp), with what the store
+//                                 fleet/fleet_handle.hpp), with what the store
 //                                 adds around the operations (a fleet's probe
 //                                 lease and sync) and, for a store that can
 //                                 fail (AnyBreaker(true)), its faults

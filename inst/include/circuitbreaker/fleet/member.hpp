@@ -1,6 +1,6 @@
 // One breaker of a fleet, as one process holds it: a local copy (a Breaker
 // in this process) that every call acts on, plus what this process reports
-// to the fleet's store and takes back from it. The transport (redis/sync.hpp)
+// to the fleet's store and takes back from it. The transport (fleet/sync.hpp)
 // moves FleetReports and FleetReplies; the rules of the exchange live here
 // and in the store's script (script.hpp).
 //

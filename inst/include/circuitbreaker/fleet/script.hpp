@@ -4,7 +4,7 @@
 // real redis-server in tests/testthat/test-store-redis.R and
 // tests/cpp/test_fleet.cpp).
 //
-// Keys of breaker `name` under `prefix` (redis/keys.hpp's fleet_key(): a
+// Keys of breaker `name` under `prefix` (fleet/keys.hpp's fleet_key(): a
 // format version, then a hash tag holding the encoded prefix and name, so
 // that Redis Cluster keeps one breaker in one slot; written K below):
 //   K = cb2:{prefix:name}  hash: v the fleet state, packed (below); cfg the
@@ -16,9 +16,9 @@
 //   K:p:<slot>             a probe lease, holding its caller's token
 //   K:h                    the health-check lease (not the scripts': one
 //                          SET NX PX by the process that runs this interval's
-//                          check, redis/fleet_handle.hpp; removed with the
+//                          check, fleet/fleet_handle.hpp; removed with the
 //                          others by breaker_store_unlink())
-// Every key a script touches is declared in its KEYS (redis/keys.hpp's
+// Every key a script touches is declared in its KEYS (fleet/keys.hpp's
 // fleet_script_keys(): K, then K:p:0 ... K:p:<half_open_max_calls - 1>),
 // and one call touches the keys of one breaker only when it is given
 // one breaker's: they share a hash tag, so a call per breaker is what Redis
@@ -112,7 +112,7 @@ static_assert(kFleetStateBytes == 144 && kFleetWindowEntryBytes == 32 &&
   "local VB, WB, RB = 144, 32, 208\n"
 
 // SYNC: one call per sync for the breakers of a process that have
-// something to say or to learn (redis/sync.hpp).
+// something to say or to learn (fleet/sync.hpp).
 // KEYS: each breaker's keys in turn (fleet_script_keys(): 1 +
 // half_open_max_calls of them, the number its rules give). ARGV[1] ttl (ms),
 // ARGV[2] the events channel, ARGV[3] the number of values per breaker (4),

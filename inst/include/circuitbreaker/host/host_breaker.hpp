@@ -219,7 +219,7 @@ class HostBreaker {
   }
 
   // The bulkhead alone (BasicBreaker::take_bulkhead_permit()), for calls
-  // that another breaker decides (a fleet breaker's, redis/fleet_bulkhead.hpp):
+  // that another breaker decides (a fleet breaker's, fleet/fleet_bulkhead.hpp):
   // a permit owned by this process, as acquire() takes one, and freed the
   // same way when its owner dies.
   bool take_bulkhead_permit(Nanos now, Permit& p) noexcept {

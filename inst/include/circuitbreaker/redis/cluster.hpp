@@ -9,7 +9,7 @@
 // the network: the replies come in as RedisValue trees (reply_value.hpp)
 // and are untrusted input, checked element by element; a malformed reply
 // is refused with a message and leaves the caller's map as it was. Not
-// thread-safe: one thread (the fleet store's sync thread) owns a map.
+// thread-safe: one thread (a router's thread) owns a map.
 //
 // Pieces: key_slot.hpp (key -> slot), redirect.hpp (MOVED / ASK),
 // node_address.hpp (host:port), and here:

@@ -1,4 +1,4 @@
-// What the threads of one fleet store (FleetSync, redis/sync.hpp) know of
+// What the threads of one client (the routers of a store's threads) know of
 // the Redis they talk to, shared between the sync thread and the callers'
 // thread: whether it is a Cluster (found out once, on the first connection:
 // redis/router.hpp), the cluster's slot map (ClusterTopology,

@@ -5,7 +5,7 @@
 // load scripts). Where it connects: the endpoint's host, or the master that
 // the sentinels name (redis/sentinel.hpp), asked again on every new
 // connection. Replies are owned values (RedisReply). It knows Redis, not
-// breakers: nothing of the fleet is included here. Passwords never reach
+// breakers: nothing above the client is included here. Passwords never reach
 // error().
 #ifndef CIRCUITBREAKER_REDIS_CONNECTION_HPP
 #define CIRCUITBREAKER_REDIS_CONNECTION_HPP

@@ -1,6 +1,6 @@
 // Which Redis Cluster slot a key belongs to: the rule every cluster node
 // applies (Redis Cluster specification, "Keys distribution model"), so that
-// the fleet store sends a command to the node that owns its keys.
+// a client sends a command to the node that owns its keys.
 //
 //   slot = CRC16(hashed part of the key) mod 16384
 //

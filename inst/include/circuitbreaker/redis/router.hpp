@@ -1,7 +1,7 @@
 // Where one thread's Redis commands go: to the node that serves a key's
 // slot. A single server, and the master behind Sentinel, are a cluster of
 // one node (home()) that serves every slot, so that whoever sends commands
-// (the fleet store's sync and leases) is written once for all three
+// (the round trips above it) is written once for all three
 // topologies. Which one it is is found on the first connection (detect():
 // CLUSTER SLOTS answered with a map is a Cluster; refused, a single
 // endpoint: managed services that disable CLUSTER are single endpoints) and

@@ -60,7 +60,7 @@ class RedisSentinels {
   const std::string& password() const noexcept { return password_; }
   bool has_password() const noexcept { return has_password_; }
 
-  // What makes two stores the same (FleetSpec::identity()): the sentinels,
+  // What makes two endpoints the same (a store's identity): the sentinels,
   // the name and the credentials.
   std::string identity() const {
     std::string out = "sentinel\n" + master_ + '\n' + username_ + '\n' +

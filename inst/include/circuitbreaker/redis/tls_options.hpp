@@ -21,7 +21,7 @@ struct RedisTls {
   std::string server_name;  // the name verified and sent as SNI ("": the host)
   bool verify = true;       // the peer's chain and name
 
-  // What makes two stores' TLS the same (FleetSpec::identity()).
+  // What makes two endpoints' TLS the same (part of a store's identity).
   std::string identity() const {
     if (!enabled) return "plain";
     return std::string("tls\n") + ca_file + '\n' + ca_dir + '\n' + cert_file + '\n' +

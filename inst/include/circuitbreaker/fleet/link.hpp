@@ -1,11 +1,11 @@
-// The link of one fleet store (FleetSync, redis/sync.hpp) to Redis, as the
+// The link of one fleet store (FleetSync, fleet/sync.hpp) to Redis, as the
 // sync thread and the callers share it: whether it is up, its own breaker
 // (which paces reconnects), what users are shown of it (Stats: syncs,
 // failures, the last error without the password) and the rule that says a
 // store is alone. Independent of hiredis: the transport tells it what
 // happened.
-#ifndef CIRCUITBREAKER_REDIS_LINK_HPP
-#define CIRCUITBREAKER_REDIS_LINK_HPP
+#ifndef CIRCUITBREAKER_FLEET_LINK_HPP
+#define CIRCUITBREAKER_FLEET_LINK_HPP
 
 #include <atomic>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include "../config.hpp"
 #include "../types.hpp"
 #include "keys.hpp"
-#include "url.hpp"
+#include "../redis/url.hpp"
 
 namespace circuitbreaker {
 
@@ -151,4 +151,4 @@ class FleetLink {
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_REDIS_LINK_HPP
+#endif  // CIRCUITBREAKER_FLEET_LINK_HPP

@@ -23,8 +23,8 @@
 //
 // The bulkhead cannot be fleet-wide without a round trip per call; counted
 // per host it is what keeps a host's R workers free.
-#ifndef CIRCUITBREAKER_REDIS_FLEET_BULKHEAD_HPP
-#define CIRCUITBREAKER_REDIS_FLEET_BULKHEAD_HPP
+#ifndef CIRCUITBREAKER_FLEET_FLEET_BULKHEAD_HPP
+#define CIRCUITBREAKER_FLEET_FLEET_BULKHEAD_HPP
 
 #include <algorithm>
 #include <chrono>
@@ -198,4 +198,4 @@ class FleetBulkhead {
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_REDIS_FLEET_BULKHEAD_HPP
+#endif  // CIRCUITBREAKER_FLEET_FLEET_BULKHEAD_HPP

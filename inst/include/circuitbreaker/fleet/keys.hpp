@@ -1,7 +1,7 @@
 // Where a fleet store's breakers live in Redis: the store's specification
 // (FleetSpec) and the names of its keys and channel. Independent of hiredis.
-#ifndef CIRCUITBREAKER_REDIS_KEYS_HPP
-#define CIRCUITBREAKER_REDIS_KEYS_HPP
+#ifndef CIRCUITBREAKER_FLEET_KEYS_HPP
+#define CIRCUITBREAKER_FLEET_KEYS_HPP
 
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 #include "../config.hpp"
 #include "../percent.hpp"
 #include "../types.hpp"
-#include "url.hpp"
+#include "../redis/url.hpp"
 
 namespace circuitbreaker {
 
@@ -100,7 +100,7 @@ inline std::vector<std::string> fleet_lease_keys(const std::string& key,
 }
 
 // The fleet-wide lease of the health check of the breaker whose hash is
-// `key` (redis/fleet_handle.hpp): a string key, set with NX and PX (the
+// `key` (fleet/fleet_handle.hpp): a string key, set with NX and PX (the
 // health_interval) by the one process that runs this interval's check.
 inline std::string fleet_health_key(const std::string& key) { return key + ":h"; }
 
@@ -126,4 +126,4 @@ inline std::vector<std::string> fleet_breaker_keys(const std::string& prefix,
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_REDIS_KEYS_HPP
+#endif  // CIRCUITBREAKER_FLEET_KEYS_HPP

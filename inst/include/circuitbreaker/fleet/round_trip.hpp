@@ -1,16 +1,16 @@
-// The round trips a fleet store (FleetSync, redis/sync.hpp) makes to Redis,
+// The round trips a fleet store (FleetSync, fleet/sync.hpp) makes to Redis,
 // each written once for a single server, the master behind Sentinel and a
 // Redis Cluster (redis/router.hpp: a single endpoint is a cluster of one
 // node), and bounded by the store's timeout: the SYNC of many breakers, the
 // LEASE of a half-open probe, and the health-check lease. What they find is
-// told to the store's link (redis/link.hpp).
+// told to the store's link (fleet/link.hpp).
 //
 // A sync groups the breakers by the node that serves them and writes every
 // node's pipeline before it reads any reply, so that it costs about one
 // round trip to the slowest node, however many nodes and breakers. On a
 // single endpoint a node's breakers go in one EVALSHA of the SYNC script;
 // on a Cluster, one EVALSHA per breaker (no script spans two slots: every
-// key of a breaker is in the slot of its hash tag, redis/keys.hpp). A node
+// key of a breaker is in the slot of its hash tag, fleet/keys.hpp). A node
 // that carries no breaker in the sync gets a PING (`ping_idle`), so that
 // each node's health, and each breaker's `mode` and `sync_lag`, stays known.
 //
@@ -29,8 +29,8 @@
 //     the sentinels where the master is now.
 // A node's pipeline that fails at once on a connection the server closed
 // while it was idle is sent once more on a new connection (IdleRetry).
-#ifndef CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
-#define CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
+#ifndef CIRCUITBREAKER_FLEET_ROUND_TRIP_HPP
+#define CIRCUITBREAKER_FLEET_ROUND_TRIP_HPP
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
@@ -43,13 +43,13 @@
 #include <vector>
 
 #include "../clock.hpp"
-#include "../fleet/member.hpp"
-#include "../fleet/protocol.hpp"
-#include "../fleet/script.hpp"
-#include "connection.hpp"
+#include "member.hpp"
+#include "protocol.hpp"
+#include "script.hpp"
+#include "../redis/connection.hpp"
 #include "keys.hpp"
 #include "link.hpp"
-#include "router.hpp"
+#include "../redis/router.hpp"
 
 namespace circuitbreaker {
 
@@ -355,4 +355,4 @@ inline std::optional<bool> fleet_health_lease(RedisRouter& router, const FleetSp
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
-#endif  // CIRCUITBREAKER_REDIS_ROUND_TRIP_HPP
+#endif  // CIRCUITBREAKER_FLEET_ROUND_TRIP_HPP

@@ -1,6 +1,6 @@
 // The fleet store behind the handle a binding holds (any_breaker.hpp): a
 // FleetMember (fleet/member.hpp: a Breaker in this process that the fleet
-// keeps in step) and the FleetSync (redis/sync.hpp) that moves its reports.
+// keeps in step) and the FleetSync (fleet/sync.hpp) that moves its reports.
 // The calls run on the member's local copy as any breaker's do; what the
 // fleet needs in addition happens here, and only here:
 //   - a half-open probe goes out only with a fleet-wide lease
@@ -13,14 +13,14 @@
 //   - the member's last counts are flushed when the handle goes (a
 //     finalizer, or the process exiting), within the store's timeout;
 //   - with a bulkhead, where the host can share memory, its permits are
-//     the host's (redis/fleet_bulkhead.hpp: a host segment every process
+//     the host's (fleet/fleet_bulkhead.hpp: a host segment every process
 //     of the host using the breaker maps), taken and freed there with no
 //     round trip; the segment's faults are this handle's. Without such a
 //     segment the local copy holds them, per process.
 //
-// Like redis/sync.hpp, empty without hiredis (CIRCUITBREAKER_HAVE_HIREDIS).
-#ifndef CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
-#define CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
+// Like fleet/sync.hpp, empty without hiredis (CIRCUITBREAKER_HAVE_HIREDIS).
+#ifndef CIRCUITBREAKER_FLEET_FLEET_HANDLE_HPP
+#define CIRCUITBREAKER_FLEET_FLEET_HANDLE_HPP
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "../any_breaker.hpp"
-#include "../fleet/member.hpp"
+#include "member.hpp"
 #include "../host/host_handle.hpp"
 #include "fleet_bulkhead.hpp"
 #include "keys.hpp"
@@ -220,4 +220,4 @@ class FleetHandle final : public AnyBreaker {
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
-#endif  // CIRCUITBREAKER_REDIS_FLEET_HANDLE_HPP
+#endif  // CIRCUITBREAKER_FLEET_FLEET_HANDLE_HPP

@@ -1,11 +1,11 @@
-// One thread's way to the Redis of a fleet store (FleetSync, redis/sync.hpp
+// One thread's way to the Redis of a fleet store (FleetSync, fleet/sync.hpp
 // has two: the sync thread's and the callers'): a router (redis/router.hpp)
 // for a single server, the master that the sentinels name or a Redis
-// Cluster alike, and the fleet's round trips over it (redis/round_trip.hpp).
+// Cluster alike, and the fleet's round trips over it (fleet/round_trip.hpp).
 // Which topology it is is found on the first connection of either thread
 // and kept in the store's ClusterView, which both share.
-#ifndef CIRCUITBREAKER_REDIS_TRANSPORT_HPP
-#define CIRCUITBREAKER_REDIS_TRANSPORT_HPP
+#ifndef CIRCUITBREAKER_FLEET_TRANSPORT_HPP
+#define CIRCUITBREAKER_FLEET_TRANSPORT_HPP
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "../clock.hpp"
-#include "../fleet/member.hpp"
-#include "cluster_view.hpp"
-#include "connection.hpp"
+#include "member.hpp"
+#include "../redis/cluster_view.hpp"
+#include "../redis/connection.hpp"
 #include "keys.hpp"
 #include "link.hpp"
 #include "round_trip.hpp"
-#include "router.hpp"
+#include "../redis/router.hpp"
 
 namespace circuitbreaker {
 
@@ -114,4 +114,4 @@ inline std::string master_of_key(const ClusterView& view, const RedisEndpoint& e
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
-#endif  // CIRCUITBREAKER_REDIS_TRANSPORT_HPP
+#endif  // CIRCUITBREAKER_FLEET_TRANSPORT_HPP

@@ -31,8 +31,8 @@
 // Redis further (a metastable failure).
 //
 // The store is on a single server, a master behind Sentinel or a Redis
-// Cluster (redis/transport.hpp: found on the first connection; on a
-// Cluster (redis/router.hpp, redis/round_trip.hpp: one pipeline per node).
+// Cluster (fleet/transport.hpp: found on the first connection; on a
+// Cluster (redis/router.hpp, fleet/round_trip.hpp: one pipeline per node).
 //
 // The caller's thread uses its own connection, for leases only: the
 // fleet-wide lease of a half-open probe or of a health check (and the first
@@ -41,14 +41,14 @@
 // next command, so both threads try once more on a new connection before
 // they call Redis unreachable (and the mode says "local").
 //
-// The link has its own breaker (redis/link.hpp): after a failed round trip
+// The link has its own breaker (fleet/link.hpp): after a failed round trip
 // nothing waits on Redis until it lets a retry through; breakers run on
 // local rules (mode "local"), their counts pending until the reconnect.
 //
 // Here: the thread, its members and wake-ups. The link's state is in
 // link.hpp, the round trips in round_trip.hpp, the routing in router.hpp.
-#ifndef CIRCUITBREAKER_REDIS_SYNC_HPP
-#define CIRCUITBREAKER_REDIS_SYNC_HPP
+#ifndef CIRCUITBREAKER_FLEET_SYNC_HPP
+#define CIRCUITBREAKER_FLEET_SYNC_HPP
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 
@@ -68,10 +68,10 @@
 #include <vector>
 
 #include "../clock.hpp"
-#include "../fleet/member.hpp"
-#include "../fleet/sync_choice.hpp"
+#include "member.hpp"
+#include "sync_choice.hpp"
 #include "../random.hpp"
-#include "connection.hpp"
+#include "../redis/connection.hpp"
 #include "keys.hpp"
 #include "link.hpp"
 #include "registry.hpp"
@@ -536,4 +536,4 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
 }  // namespace circuitbreaker
 
 #endif  // CIRCUITBREAKER_HAVE_HIREDIS
-#endif  // CIRCUITBREAKER_REDIS_SYNC_HPP
+#endif  // CIRCUITBREAKER_FLEET_SYNC_HPP

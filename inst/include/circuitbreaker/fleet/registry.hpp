@@ -1,9 +1,9 @@
-// The process's fleet stores: one sync (FleetSync, redis/sync.hpp) per
+// The process's fleet stores: one sync (FleetSync, fleet/sync.hpp) per
 // store specification, shared by every breaker of that store in the
 // process, made on first use and forgotten when its last breaker is.
 // Independent of hiredis: a template over the sync type.
-#ifndef CIRCUITBREAKER_REDIS_REGISTRY_HPP
-#define CIRCUITBREAKER_REDIS_REGISTRY_HPP
+#ifndef CIRCUITBREAKER_FLEET_REGISTRY_HPP
+#define CIRCUITBREAKER_FLEET_REGISTRY_HPP
 
 #include <map>
 #include <memory>
@@ -66,4 +66,4 @@ class SyncRegistry {
 
 }  // namespace circuitbreaker
 
-#endif  // CIRCUITBREAKER_REDIS_REGISTRY_HPP
+#endif  // CIRCUITBREAKER_FLEET_REGISTRY_HPP
