@@ -1,4 +1,4 @@
-// The Redis transport of fleet-wide breakers (fleet/member.hpp), on hiredis.
+// The sync thread of fleet-wide breakers (fleet/member.hpp).
 //
 // One FleetSync per store (server, prefix, intervals) per process. It owns
 // a background thread that never calls R: every sync_interval (or at once
@@ -17,29 +17,17 @@
 // true. So an idle store costs Redis a PING per sync (on a Cluster, one per
 // master) and one EVALSHA of one breaker a second, however many breakers.
 //
-// The subscription is kept while its own connection lives: a failed sync
-// (a timeout when Redis or the machine is slow) does not drop it, because a
-// subscribed connection loses nothing (Redis buffers its messages, and
-// disconnects it if that buffer overflows). It is dropped, and every
-// breaker read again after the next subscription, only when its connection
-// ends or errs (a restarted Redis, a CLIENT KILL, an overflow: read_events())
-// or when it fails the check that follows failed syncs: the first good sync
-// after one or more failed ones sends PING on the subscription and waits at
-// most `timeout` for its pong (behind Sentinel, the subscription must also
-// be on the master that the sync reached). Else one slow moment would make
-// every store of a Redis re-read all its breakers at once, which slows
-// Redis further (a metastable failure).
+// The subscription, and when it is kept or dropped: fleet/subscription.hpp.
 //
 // The store is on a single server, a master behind Sentinel or a Redis
-// Cluster (fleet/transport.hpp: found on the first connection; on a
-// Cluster (redis/router.hpp, fleet/round_trip.hpp: one pipeline per node).
+// Cluster alike (fleet/transport.hpp, fleet/round_trip.hpp, redis/router.hpp).
 //
 // The caller's thread uses its own connection, for leases only: the
 // fleet-wide lease of a half-open probe or of a health check (and the first
 // registration of a breaker), each bounded by `timeout` in all (connect
-// included). A connection the server closed while it was idle is found dead only by the
-// next command, so both threads try once more on a new connection before
-// they call Redis unreachable (and the mode says "local").
+// included). A connection the server closed while it was idle is found dead
+// only by the next command, so both threads try once more on a new
+// connection before they call Redis unreachable (the mode says "local").
 //
 // The link has its own breaker (fleet/link.hpp): after a failed round trip
 // nothing waits on Redis until it lets a retry through; breakers run on
@@ -76,6 +64,8 @@
 #include "link.hpp"
 #include "registry.hpp"
 #include "round_trip.hpp"
+#include "subscription.hpp"
+#include "sync_schedule.hpp"
 #include "transport.hpp"
 
 namespace circuitbreaker {
@@ -329,7 +319,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     bool named = false;
     if (ok && check_subscription_) {
       check_subscription_ = false;
-      if (sub_.connected() && (!on_sync_server() || !subscription_answers(named))) {
+      if (sub_.connected() &&
+          (!on_sync_server() || !sub_.answers(spec_, choice_, named))) {
         sub_.close();
       }
     }
@@ -346,16 +337,11 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // Subscribes to the store's events channel, then asks for a read of every
   // breaker: what was published while there was no subscription is lost.
   bool subscribe() {
-    if (!conn_.connect_subscriber(spec_, sub_)) return false;
-    RedisReply r = sub_.command({"SUBSCRIBE", spec_.channel()});
-    if (!r || !r->is_array()) {
-      // A user without channel rights (Redis 7's new ACL users have none):
-      // the breakers still sync every interval, without the early news.
-      if (r && r->is_error()) link_.note_failure("SUBSCRIBE: " + r->str);
-      sub_.close();
+    std::string refused;
+    if (!sub_.subscribe(conn_, spec_, refused)) {
+      if (!refused.empty()) link_.note_failure(refused);
       return false;
     }
-    sub_active_ = SteadyClock::now();
     for (auto& m : live_members()) m->want();
     subscriptions_.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -370,96 +356,17 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
     return conn_.cluster() || conn_.server_address() == sub_.address();
   }
 
-  // The liveness check of a subscription kept through failed syncs: PING on
-  // it (a subscribed RESP2 connection answers {"pong", ""}), and its replies
-  // read until that pong, within `timeout` in all; messages that come first
-  // are events (`named` says whether one named a breaker). False when no
-  // pong came in time (the caller drops the subscription).
-  bool subscription_answers(bool& named) {
-    const Nanos deadline = SteadyClock::now() + spec_.timeout;
-    sub_.set_timeout(spec_.timeout);
-    if (!sub_.append({"PING"}) || !sub_.flush()) return false;
-    while (sub_.connected()) {
-      const Nanos left = deadline - SteadyClock::now();
-      if (left <= 0) return false;
-      sub_.set_timeout(left);
-      RedisReply r = sub_.read();
-      if (!r) return false;
-      if (is_pong(*r)) {
-        sub_.set_timeout(spec_.timeout);
-        return true;
-      }
-      named = note_event(*r) || named;
-    }
-    return false;
-  }
-
-  // A reply on the subscription: a message is {"message", channel, key}; the
-  // key is checked only against the keys of this process's breakers. True
-  // when it named one (for a sync soon).
-  bool note_event(const RedisValue& r) {
-    return r.is_array() && r.elements.size() == 3 && r.elements[0].text() == "message" &&
-           choice_.named(r.elements[2].text());
-  }
-  // A subscribed RESP2 connection's answer to PING: {"pong", ""}.
-  static bool is_pong(const RedisValue& r) {
-    return r.is_array() && r.elements.size() == 2 && r.elements[0].text() == "pong";
-  }
-
-  // Reads what the subscription has, and notes the breakers named
-  // (choice_); true when one was, or the subscription was lost (then every
-  // breaker is read after the next subscription).
-  bool read_events() {
-    if (!sub_.connected()) return false;
-    if (!sub_.drain()) return true;  // lost: sync now, as if told
-    sub_active_ = SteadyClock::now();
-    bool any = false;
-    for (RedisReply r = sub_.next(); r; r = sub_.next()) any = note_event(*r) || any;
-    return any;
-  }
-
-  // Keeps idle connections alive through the proxies and load balancers of
-  // managed services, which drop a connection idle for a few minutes: a
-  // PING on the subscription when nothing came for kKeepAlive (its pong is
-  // read as an event, and ignored), and one on the caller's connection
-  // when no call used it for as long (never waiting for a caller).
+  // Keeps idle connections alive through the proxies of managed services,
+  // which drop a connection idle for a few minutes: the subscription's, and
+  // the caller's when no call used it for as long (never waiting for one).
   void keep_alive() {
     const Nanos t = SteadyClock::now();
-    if (sub_.connected() && t - sub_active_ >= kKeepAlive) {
-      sub_active_ = t;
-      if (!sub_.append({"PING"}) || !sub_.flush()) sub_.close();
-    }
-    if (t - caller_pinged_ >= kKeepAlive && caller_mutex_.try_lock()) {
+    sub_.keep_alive(t);
+    if (t - caller_pinged_ >= FleetSubscription::kKeepAlive && caller_mutex_.try_lock()) {
       std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
       caller_pinged_ = t;
       caller_.keep_alive(spec_);
     }
-  }
-
-  // The next regular sync: one interval on, give or take 10%, so that the
-  // processes of a fleet do not sync in step.
-  Nanos next_tick(Nanos from) noexcept {
-    const double f = 0.9 + 0.2 * uniform01(rng_);
-    return from + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) * f);
-  }
-
-  // The regular sync after the one due at `due`: one interval (+-10%) after
-  // it was due, not after it ended, so that each process keeps its own
-  // phase. Timed from the end, the syncs of many processes that a busy Redis
-  // answered together would start together again one interval later, and
-  // queue again: a convoy that made every round trip wait for the whole
-  // fleet's (bench/RESULTS.md, 12d). One that fell a whole interval behind
-  // is timed from now. After the first (due at 0), the next comes at a
-  // random point of the interval, so that the stores a process makes at
-  // once do not sync in step either.
-  Nanos after_tick(Nanos due) noexcept {
-    const Nanos t = now();
-    if (due == 0) {
-      return t + static_cast<Nanos>(static_cast<double>(spec_.sync_interval) *
-                                    uniform01(rng_));
-    }
-    const Nanos next = next_tick(due);
-    return next > t ? next : next_tick(t);
   }
 
   void run() {
@@ -470,14 +377,14 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
       if (t >= next || urgent) {
         // Wanted reads left over (a resubscription's): the next sync at once.
         urgent = tick();
-        if (t >= next) next = after_tick(next);
+        if (t >= next) next = schedule_.after(next, now());
         continue;
       }
       keep_alive();
       // Replies already read, or decrypted bytes that TLS holds: no poll()
       // of the socket would see them.
       if (sub_.connected() && sub_.ready()) {
-        if (read_events()) urgent = true;
+        if (sub_.read(choice_)) urgent = true;
         continue;
       }
       pollfd fds[2];
@@ -496,7 +403,7 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
         now_please = true;
       }
       if (n > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
-        now_please = read_events() || now_please;
+        now_please = sub_.read(choice_) || now_please;
       }
       if (now_please) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));  // coalesce a burst
@@ -511,20 +418,18 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // Single server or Cluster (transport.hpp): what both threads know.
   const std::shared_ptr<ClusterView> view_ = std::make_shared<ClusterView>();
   FleetTransport conn_{view_};    // the sync thread's
-  RedisConnection sub_;           // the sync thread's: the subscription
+  FleetSubscription sub_;         // the sync thread's
   FleetTransport caller_{view_};  // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;
   std::atomic<bool> caller_wanted_{false};  // a call found caller_ unconnected
   std::atomic<Nanos> last_nudge_{0};
-  std::uint64_t rng_ = entropy_seed();  // the sync thread's
+  SyncSchedule schedule_{spec_.sync_interval};  // the sync thread's
   SyncChoice choice_;  // the sync thread's: which breakers a sync carries
   // The sync thread's: a sync failed since the subscription's last check.
   bool check_subscription_ = false;
   std::atomic<std::uint64_t> subscriptions_{0};
   int wake_[2] = {-1, -1};
-  // Keep-alive (keep_alive()): the sync thread's.
-  static constexpr Nanos kKeepAlive = 60 * kNanosPerSecond;
-  Nanos sub_active_ = 0, caller_pinged_ = SteadyClock::now();
+  Nanos caller_pinged_ = SteadyClock::now();  // keep_alive(): the sync thread's
 
   std::mutex members_mutex_;
   std::condition_variable stopped_;
