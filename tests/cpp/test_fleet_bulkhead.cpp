@@ -1,6 +1,7 @@
 // A fleet breaker's bulkhead per host (fleet/fleet_bulkhead.hpp): the
 // permits of calls that one breaker decides (BasicBreaker::acquire_with())
-// kept in another block (take_bulkhead_permit(), return_bulkhead_permit()),
+// kept in another block (bulkhead.hpp's take_bulkhead_permit(),
+// return_bulkhead_permit()),
 // here a host segment shared by processes (fork); and the segment's file
 // name, which names the fleet breaker without a secret.
 #include <catch2/catch.hpp>
@@ -57,13 +58,13 @@ struct HomePermits {
   bool limited() const noexcept { return true; }
   bool room() noexcept {
     ++asked;
-    return home.take_bulkhead_permit(now, held);
+    return cb::take_bulkhead_permit(home, now, held);
   }
   void take(Permit& p) const noexcept {
     p.bulk_slot = held.bulk_slot;
     p.bulk_lease = held.bulk_lease;
   }
-  void unused() noexcept { home.return_bulkhead_permit(held, now); }
+  void unused() noexcept { cb::return_bulkhead_permit(home, held, now); }
 };
 
 struct DeadSet {
@@ -107,8 +108,8 @@ TEST_CASE("acquire_with(): the breaker decides first, its permits live in anothe
 
   // The outcome trips the caller; the permit goes back to its home.
   caller.record(a.permit, Outcome::Failure, 3 * kS);
-  home.return_bulkhead_permit(a.permit, 3 * kS);
-  home.return_bulkhead_permit(a.permit, 3 * kS);  // once only
+  cb::return_bulkhead_permit(home, a.permit, 3 * kS);
+  cb::return_bulkhead_permit(home, a.permit, 3 * kS);  // once only
   CHECK(home.snapshot(3 * kS).in_flight == 0);
   REQUIRE(caller.snapshot(3 * kS).state == State::Open);
 
@@ -152,32 +153,32 @@ TEST_CASE("take_bulkhead_permit(): acquire()'s rules for permits, dead owners an
   Breaker home(settings_of(with_bulkhead(1)), 0);
   std::set<std::uint32_t> dead;
   Permit a, b;
-  REQUIRE(home.take_bulkhead_permit(1, a, 7, DeadSet{&dead}));
-  CHECK_FALSE(home.take_bulkhead_permit(2, b, 8, DeadSet{&dead}));
+  REQUIRE(cb::take_bulkhead_permit(home, 1, a, 7, DeadSet{&dead}));
+  CHECK_FALSE(cb::take_bulkhead_permit(home, 2, b, 8, DeadSet{&dead}));
   CHECK(home.snapshot(2).full_rejections == 1);
   dead.insert(7);  // the holder died: its permit is freed by the next taker
-  REQUIRE(home.take_bulkhead_permit(3, b, 8, DeadSet{&dead}));
+  REQUIRE(cb::take_bulkhead_permit(home, 3, b, 8, DeadSet{&dead}));
   CHECK(b.bulk_lease != a.bulk_lease);
   CHECK(home.snapshot(3).totals.released == 1);
-  home.return_bulkhead_permit(a, 4);  // the dead owner's stale lease frees nothing
+  cb::return_bulkhead_permit(home, a, 4);  // the dead owner's stale lease frees nothing
   CHECK(home.snapshot(4).in_flight == 1);
 
   Breaker shared(settings_of(with_bulkhead(-0.5)), 0);
   Permit p[4];
   for (std::uint32_t owner = 1; owner <= 3; ++owner) {
     Permit joined;
-    REQUIRE(shared.take_bulkhead_permit(5, joined, owner));
-    shared.return_bulkhead_permit(joined, 5);
+    REQUIRE(cb::take_bulkhead_permit(shared, 5, joined, owner));
+    cb::return_bulkhead_permit(shared, joined, 5);
   }
   CHECK(shared.snapshot(5).bulkhead_members == 3);
   CHECK(shared.snapshot(5).max_concurrent == 2);
-  REQUIRE(shared.take_bulkhead_permit(6, p[0], 1));
-  REQUIRE(shared.take_bulkhead_permit(6, p[1], 2));
-  CHECK_FALSE(shared.take_bulkhead_permit(6, p[2], 3));
+  REQUIRE(cb::take_bulkhead_permit(shared, 6, p[0], 1));
+  REQUIRE(cb::take_bulkhead_permit(shared, 6, p[1], 2));
+  CHECK_FALSE(cb::take_bulkhead_permit(shared, 6, p[2], 3));
 
   Breaker none(settings_of(without_bulkhead()), 0);
   Permit q;
-  CHECK(none.take_bulkhead_permit(7, q, 1));
+  CHECK(cb::take_bulkhead_permit(none, 7, q, 1));
   CHECK(q.bulk_lease == 0);
 }
 

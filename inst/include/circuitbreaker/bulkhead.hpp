@@ -1,11 +1,11 @@
 // The bulkhead: at most `max_concurrent` calls through one breaker at once.
-// Its permits are leases, like probe slots (probe_slots.hpp): each taken
-// permit records a lease serial and its owner (a process id for a shared
-// breaker, 0 when nobody tracks owners). A permit is freed exactly once, by
-// the record() or release() of the call that holds it; a permit presented
-// again, or one whose serial no longer matches its slot, frees nothing. A
-// dead owner's permits are freed by the next admission that finds the
-// bulkhead full (the store's `gone(owner)` hook, store.hpp).
+// Its permits are leased slots (leased_slots.hpp), like probe slots: each
+// taken permit records a lease serial and its owner (a process id for a
+// shared breaker, 0 when nobody tracks owners). A permit is freed exactly
+// once, by the record() or release() of the call that holds it; a permit
+// presented again, or one whose serial no longer matches its slot, frees
+// nothing. A dead owner's permits are freed by the next admission that finds
+// the bulkhead full (the store's `gone(owner)` hook, store.hpp).
 //
 // The limit is a number of permits, or a share of the processes that use
 // the breaker (semian's quota): the block keeps the ids of the processes
@@ -15,14 +15,24 @@
 // owners' permits). A store that does not track owners (the process store)
 // counts one member.
 //
+// Where the bulkhead stands in admission (after the breaker: a call the
+// breaker refuses takes no permit, and a full bulkhead moves no state) is
+// the state machine's order, breaker.hpp's acquire(). The rules of the
+// permits themselves are here: BulkheadPermits for the block, and, below it,
+// the bulkhead alone on a breaker's block, for permits that calls decided
+// by another breaker hold (acquire_with(); fleet/fleet_bulkhead.hpp).
+//
 // Flat and fixed-size, like the rest of the state block (state.hpp).
 #ifndef CIRCUITBREAKER_BULKHEAD_HPP
 #define CIRCUITBREAKER_BULKHEAD_HPP
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "config.hpp"
+#include "leased_slots.hpp"
+#include "permit.hpp"
 #include "types.hpp"
 
 namespace circuitbreaker {
@@ -47,19 +57,60 @@ inline bool has_bulkhead(const Settings& s) noexcept {
 class BulkheadPermits {
  public:
   static constexpr std::uint32_t kCapacity = kMaxConcurrent;
-  static_assert(kCapacity <= 64, "one bit per permit in a 64-bit mask");
 
-  std::uint32_t count() const noexcept {
-    std::uint32_t n = 0;
-    for (std::uint64_t x = mask_; x; x &= x - 1) ++n;
-    return n;
-  }
+  std::uint32_t count() const noexcept { return permits_.count(); }
   std::uint32_t members() const noexcept { return members_; }
   std::uint64_t rejected() const noexcept { return rejected_; }
-  void count_rejection() noexcept {
+
+  // Whether a call of `owner` (who joins the members first) may take a
+  // permit under `s`. When every permit is held, the permits and
+  // memberships of owners that `gone` judges dead are dropped first (the
+  // permits added to `released`, the breaker's count of settled-by-release
+  // calls) and it asks again; a call still without a permit counts as a
+  // full rejection.
+  template <typename Gone>
+  bool room(const Settings& s, std::uint32_t owner, Gone& gone,
+            std::uint64_t& released) noexcept {
+    join(owner);
+    if (count() < bulkhead_limit(s, members_)) return true;
+    if constexpr (!std::is_same_v<std::decay_t<Gone>, NobodyGone>) {
+      released += free_owned_by(gone);
+      join(owner);
+      if (count() < bulkhead_limit(s, members_)) return true;
+    }
     if (rejected_ != UINT64_MAX) ++rejected_;
+    return false;
   }
 
+  // Takes the lowest free permit for `owner` into `p` (bulk_slot,
+  // bulk_lease). Precondition: room() said yes.
+  void take(Permit& p, std::uint32_t owner) noexcept {
+    p.bulk_slot = static_cast<std::uint8_t>(permits_.take(owner));
+    p.bulk_lease = permits_.last_lease();
+  }
+
+  // Frees the permit `p` holds, if its lease still matches (whatever the
+  // generation: a permit outlives transitions). Returns whether it did.
+  bool give_back(const Permit& p) noexcept {
+    return permits_.free(p.bulk_slot, p.bulk_lease);
+  }
+
+  // Forgets `owner` as a member (its permits stay until settled).
+  void leave(std::uint32_t owner) noexcept {
+    for (std::uint32_t i = 0; i < members_; ++i) {
+      if (member_[i] == owner) {
+        drop_member(i);
+        return;
+      }
+    }
+  }
+
+  // Whether the block can be used as it is (bytes read from shared memory):
+  // the member count indexes the member list, and only permits that exist
+  // are held. Any serial, owner or member id is safe to use.
+  bool valid() const noexcept { return members_ <= kCapacity && permits_.valid(); }
+
+ private:
   // Counts `owner` (0: untracked, counted nowhere) as a member, once; a
   // full member list keeps the members it has.
   void join(std::uint32_t owner) noexcept {
@@ -70,32 +121,19 @@ class BulkheadPermits {
     if (members_ < kCapacity) member_[members_++] = owner;
   }
 
-  // Forgets `owner` as a member (its permits stay until settled).
-  void leave(std::uint32_t owner) noexcept {
-    for (std::uint32_t i = 0; i < members_; ++i) {
-      if (member_[i] == owner) {
-        member_[i] = member_[--members_];
-        member_[members_] = 0;
-        return;
-      }
-    }
+  void drop_member(std::uint32_t i) noexcept {
+    member_[i] = member_[--members_];
+    member_[members_] = 0;
   }
 
   // Frees every permit held by a tracked owner for which `gone(owner)` is
   // true, and forgets such members; returns how many permits it freed.
   template <typename Gone>
-  std::uint32_t free_owned_by(Gone&& gone) noexcept {
-    std::uint32_t n = 0;
-    for (std::uint32_t i = 0; i < kCapacity; ++i) {
-      if ((mask_ & bit(i)) && owner_[i] != 0 && gone(owner_[i])) {
-        mask_ &= ~bit(i);
-        ++n;
-      }
-    }
+  std::uint32_t free_owned_by(Gone& gone) noexcept {
+    const std::uint32_t n = permits_.free_owned_by(gone);
     for (std::uint32_t i = 0; i < members_;) {
       if (gone(member_[i])) {
-        member_[i] = member_[--members_];
-        member_[members_] = 0;
+        drop_member(i);
       } else {
         ++i;
       }
@@ -103,47 +141,85 @@ class BulkheadPermits {
     return n;
   }
 
-  // Takes the lowest free permit for `owner`. Precondition: count() <
-  // kCapacity. Returns the slot; its lease is last_lease().
-  std::uint32_t take(std::uint32_t owner) noexcept {
-    std::uint32_t slot = 0;
-    while (mask_ & bit(slot)) ++slot;
-    mask_ |= bit(slot);
-    if (++serial_ == 0) serial_ = 1;  // 0 is never a lease
-    lease_[slot] = serial_;
-    owner_[slot] = owner;
-    return slot;
-  }
-  std::uint32_t last_lease() const noexcept { return serial_; }
-
-  // Frees `slot` if it still holds lease `lease`; returns whether it did.
-  bool free(std::uint32_t slot, std::uint32_t lease) noexcept {
-    if (slot >= kCapacity || lease == 0 || !(mask_ & bit(slot)) ||
-        lease_[slot] != lease) {
-      return false;
-    }
-    mask_ &= ~bit(slot);
-    return true;
-  }
-
-  // Whether the block can be used as it is (bytes read from shared memory):
-  // the member count indexes the member list. Any mask, serial or owner is
-  // safe to use.
-  bool valid() const noexcept { return members_ <= kCapacity; }
-
- private:
-  static constexpr std::uint64_t bit(std::uint32_t i) noexcept {
-    return std::uint64_t{1} << i;
-  }
-
-  std::uint64_t mask_ = 0;      // bit i: permit i is held
+  std::uint32_t members_ = 0;                  // processes in member_
+  [[maybe_unused]] std::uint32_t unused_ = 0;  // explicit, so that nothing is padding
   std::uint64_t rejected_ = 0;  // calls rejected because every permit was held
-  std::uint32_t serial_ = 0;    // the last lease handed out
-  std::uint32_t members_ = 0;   // processes in member_
-  std::uint32_t lease_[kCapacity] = {};
-  std::uint32_t owner_[kCapacity] = {};
+  LeasedSlots<kCapacity> permits_;
   std::uint32_t member_[kCapacity] = {};
 };
+
+// A bulkhead's permits as admission asks for them (breaker.hpp's acquire()
+// and acquire_with()): the breaker decides between room() and take() or
+// unused(), so that a call it refuses takes nothing. A permits type has
+//   bool limited()        whether there is a bulkhead at all;
+//   bool room()           whether this call may have a permit (false: every
+//                         permit held; the rejection is counted);
+//   void take(Permit& p)  hands the admitted call its permit;
+//   void unused()         the breaker refused the call: gives back what
+//                         room() may have taken.
+// They run under the breaker's lock; they may take a lock of their own
+// (never that one), with a bounded wait.
+//
+// BlockPermits is the bulkhead kept in a state block (state.hpp's
+// BreakerState), for `owner` with the dead-owner test `gone`. `block()`
+// returns the block to write and is asked for only when there is a
+// bulkhead: a store may copy the block on first write
+// (host/segment_layout.hpp). Another is fleet/fleet_bulkhead.hpp's
+// FleetBulkhead::Call, a fleet breaker's permits in a host segment.
+template <typename Block, typename Gone>
+struct BlockPermits {
+  Block block;
+  const Settings& settings;
+  std::uint32_t owner;
+  Gone& gone;
+  bool limited() const noexcept { return has_bulkhead(settings); }
+  bool room() noexcept {
+    auto& s = block();
+    return s.bulkhead.room(settings, owner, gone, s.totals.released);
+  }
+  void take(Permit& p) noexcept { block().bulkhead.take(p, owner); }
+  void unused() noexcept {}
+};
+template <typename Block, typename Gone>
+BlockPermits(Block, const Settings&, std::uint32_t, Gone&) -> BlockPermits<Block, Gone>;
+
+// The bulkhead alone on the block of breaker `home`, for permits that calls
+// decided by another breaker hold (acquire_with()'s permits): `home`'s
+// state machine is not used, only its bulkhead block, in the critical
+// section every operation of `home` opens (stored_breaker.hpp's
+// policy_section()).
+//
+// Takes a permit for `owner` into `p` by acquire()'s rules (the permits of
+// owners `gone` judges dead freed first when every one is held), or counts
+// a full rejection and returns false. True, and no permit, without a
+// bulkhead.
+template <typename Home, typename Gone = NobodyGone>
+bool take_bulkhead_permit(Home& home, Nanos now, Permit& p, std::uint32_t owner = 0,
+                          Gone gone = Gone{}) noexcept {
+  return home.policy_section(now, [&](auto block) {
+    BlockPermits permits{block, home.settings(), owner, gone};
+    if (!permits.limited()) return true;
+    if (!permits.room()) return false;
+    permits.take(p);
+    return true;
+  });
+}
+
+// Gives back the permit take_bulkhead_permit() put in `p`, if its lease
+// still matches (once, as record() and release() free theirs).
+template <typename Home>
+void return_bulkhead_permit(Home& home, const Permit& p, Nanos now) noexcept {
+  home.policy_section(now, [&](auto block) {
+    if (p.bulk_lease != 0) block().bulkhead.give_back(p);
+  });
+}
+
+// Forgets `owner` as a process using `home`'s bulkhead (it closes the
+// breaker); permits it still holds stay until settled.
+template <typename Home>
+void leave_bulkhead(Home& home, std::uint32_t owner) noexcept {
+  home.policy_section([&](auto block) { block().bulkhead.leave(owner); });
+}
 
 }  // namespace circuitbreaker
 

@@ -1,8 +1,9 @@
 // Health checks: a caller-run check of the dependency, while the breaker is
 // OPEN, whose pass closes the breaker before its open period ends.
 //
-// The rules (one home: this header for the vocabulary and the lease test,
-// breaker.hpp's claim_health_check() / health_result() for the moves):
+// The rules (one home: this header for the vocabulary and the lease's and
+// results' bookkeeping, breaker.hpp's health_result() for the one move, the
+// close):
 //
 //   - The lease. Only while OPEN may a check start, and only one per
 //     `health_interval` for the whole store: claim_health_check(now, owner)
@@ -74,6 +75,52 @@ inline bool health_lease_free(State state, std::uint64_t generation,
 // A lease's end can be up to a clock reading plus the longest duration.
 inline bool health_due_valid(Nanos t) noexcept {
   return t >= 0 && t <= kMaxClockNanos + kMaxDurationNanos;
+}
+
+// The bookkeeping below works on the state block's health fields
+// (state.hpp's BreakerState, which includes this header: hence templates on
+// `Block`), under the breaker's lock, and moves no state.
+
+// claim_health_check(): grants the lease to `owner` (a pid; 0: untracked)
+// for `interval` when it is free at `now`; a dead holder's lease simply runs
+// out with its interval.
+template <typename Block>
+HealthClaim claim_health_lease(Block& s, Nanos interval, std::uint32_t owner,
+                               Nanos now) noexcept {
+  HealthClaim c;
+  if (!health_lease_free(s.state, s.generation, s.health_generation, s.health_due_at,
+                         now)) {
+    if (s.state == State::Open) c.retry_after = s.health_due_at - now;
+    return c;
+  }
+  s.health_generation = s.generation;
+  s.health_due_at = saturating_add(now, interval);
+  s.health_owner = owner;
+  c.granted = true;
+  c.generation = s.generation;
+  return c;
+}
+
+// health_result(): what the result of claim `c` is, counted and kept as
+// the last one. Passed only for a pass in the OPEN period the claim was
+// granted in (the caller then closes the breaker); a result for a period
+// that is over, or for a claim never granted, is Late.
+template <typename Block>
+HealthResult count_health_result(Block& s, const HealthClaim& c, bool passed,
+                                 Nanos now) noexcept {
+  HealthResult r = HealthResult::Late;
+  if (!c.granted || c.generation != s.generation || s.state != State::Open) {
+    ++s.health_late;
+  } else if (passed) {
+    ++s.health_passed;
+    r = HealthResult::Passed;
+  } else {
+    ++s.health_failed;
+    r = HealthResult::Failed;
+  }
+  s.health_last_at = now;
+  s.health_last_result = r;
+  return r;
 }
 
 }  // namespace circuitbreaker

@@ -1,85 +1,65 @@
-// The half-open probe slots: which slots hold a probe in flight, the lease
-// serial each was given for, each probe's deadline and its owner (a process
-// id for a shared breaker, 0 when nobody tracks owners). Flat and fixed-size
-// (a mask and three arrays), like the rest of the state block.
+// The half-open probe slots: leased slots (leased_slots.hpp) with, beside
+// each, the deadline by which its probe must settle. Flat and fixed-size,
+// like the rest of the state block.
+//
+// A probe's lease is told from an older one by the breaker's generation as
+// well: a new half-open period clears the slots and restarts the serials,
+// and before the serial would start over in one period the breaker moves to
+// a new generation (breaker.hpp's take_probe()).
 #ifndef CIRCUITBREAKER_PROBE_SLOTS_HPP
 #define CIRCUITBREAKER_PROBE_SLOTS_HPP
 
 #include <cstdint>
-#include <limits>
 
 #include "config.hpp"
+#include "leased_slots.hpp"
+#include "permit.hpp"
 #include "types.hpp"
 
 namespace circuitbreaker {
 
-// A `gone` test (ProbeSlots::free_owned_by(), BasicBreaker::acquire()) that
-// judges no owner dead: nothing to free, and no code for it.
-struct NobodyGone {
-  bool operator()(std::uint32_t) const noexcept { return false; }
-};
-
 class ProbeSlots {
  public:
-  static constexpr std::uint32_t kCapacity = kMaxHalfOpenCalls;
-  static_assert(kCapacity <= 32, "one bit per slot in a 32-bit mask");
-  // The last lease serial handed out before take() reports exhaustion.
-  static constexpr std::uint32_t kMaxLease = std::numeric_limits<std::uint32_t>::max();
+  using Slots = LeasedSlots<kMaxHalfOpenCalls>;
+  static constexpr std::uint32_t kCapacity = Slots::kCapacity;
 
   // Frees every slot and restarts the lease serials (a new half-open period:
   // permits of the old one carry an older generation and never match).
   void clear() noexcept { *this = ProbeSlots{}; }
 
-  std::uint32_t count() const noexcept {
-    std::uint32_t n = 0;
-    for (std::uint32_t x = mask_; x; x &= x - 1) ++n;
-    return n;
-  }
-  bool any() const noexcept { return mask_ != 0; }
-  std::uint32_t last_lease() const noexcept { return serial_; }
-  bool leases_exhausted() const noexcept { return serial_ == kMaxLease; }
+  std::uint32_t count() const noexcept { return slots_.count(); }
+  bool any() const noexcept { return slots_.any(); }
+  std::uint32_t last_lease() const noexcept { return slots_.last_lease(); }
+  bool leases_exhausted() const noexcept { return slots_.leases_exhausted(); }
 
-  // Takes the lowest free slot for a probe that must settle by `deadline`
-  // (kNever: no deadline), held by `owner` (0: untracked). Precondition:
-  // count() < kCapacity and !leases_exhausted(). Returns the slot; its lease
-  // is last_lease().
-  std::uint32_t take(Nanos deadline, std::uint32_t owner = 0) noexcept {
-    std::uint32_t slot = 0;
-    while (mask_ & bit(slot)) ++slot;
-    mask_ |= bit(slot);
-    lease_[slot] = ++serial_;
+  // Takes the lowest free slot into probe `p` (slot, lease) for a probe that
+  // must settle by `deadline` (kNever: no deadline), held by `owner` (0:
+  // untracked). Precondition: count() < kCapacity and !leases_exhausted().
+  void take(Permit& p, Nanos deadline, std::uint32_t owner = 0) noexcept {
+    const std::uint32_t slot = slots_.take(owner);
     deadline_[slot] = deadline;
-    owner_[slot] = owner;
-    return slot;
+    p.slot = static_cast<std::uint8_t>(slot);
+    p.lease = slots_.last_lease();
   }
 
   // Frees every slot held by a tracked owner for which `gone(owner)` is
   // true; returns how many it freed.
   template <typename Gone>
   std::uint32_t free_owned_by(Gone&& gone) noexcept {
-    std::uint32_t n = 0;
-    for (std::uint32_t i = 0; i < kCapacity; ++i) {
-      if ((mask_ & bit(i)) && owner_[i] != 0 && gone(owner_[i])) {
-        mask_ &= ~bit(i);
-        ++n;
-      }
-    }
-    return n;
+    return slots_.free_owned_by(gone);
   }
 
   // Frees `slot` if it still holds lease `lease`; returns whether it did (a
   // permit settled twice frees nothing the second time).
   bool free(std::uint32_t slot, std::uint32_t lease) noexcept {
-    if (slot >= kCapacity || !(mask_ & bit(slot)) || lease_[slot] != lease) return false;
-    mask_ &= ~bit(slot);
-    return true;
+    return slots_.free(slot, lease);
   }
 
   // The earliest deadline of a probe in flight; kNever when none has one.
   Nanos earliest_deadline() const noexcept {
     Nanos first = kNever;
     for (std::uint32_t i = 0; i < kCapacity; ++i) {
-      if ((mask_ & bit(i)) && deadline_[i] < first) first = deadline_[i];
+      if (slots_.held(i) && deadline_[i] < first) first = deadline_[i];
     }
     return first;
   }
@@ -87,7 +67,7 @@ class ProbeSlots {
   // Whether a probe in flight is past its deadline at `now` (expired when
   // now > deadline); if so, `*expired_at` is the earliest such deadline.
   bool expired(Nanos now, Nanos* expired_at) const noexcept {
-    if (mask_ == 0) return false;
+    if (!slots_.any()) return false;
     const Nanos first = earliest_deadline();
     if (first == kNever || now <= first) return false;
     *expired_at = first;
@@ -95,25 +75,12 @@ class ProbeSlots {
   }
 
   // Whether only slots that exist are marked taken (a mask read from shared
-  // memory may have any bit set; take() searches the mask for a free slot).
-  bool valid() const noexcept {
-    if constexpr (kCapacity < 32) {
-      return (mask_ >> kCapacity) == 0;
-    } else {
-      return true;
-    }
-  }
+  // memory may have any bit set). Any deadline is safe to use.
+  bool valid() const noexcept { return slots_.valid(); }
 
  private:
-  static constexpr std::uint32_t bit(std::uint32_t i) noexcept {
-    return std::uint32_t{1} << i;
-  }
-
-  std::uint32_t mask_ = 0;    // bit i: slot i holds a probe in flight
-  std::uint32_t serial_ = 0;  // the last lease handed out in this period
-  std::uint32_t lease_[kCapacity] = {};
+  Slots slots_;
   Nanos deadline_[kCapacity] = {};
-  std::uint32_t owner_[kCapacity] = {};
 };
 
 }  // namespace circuitbreaker

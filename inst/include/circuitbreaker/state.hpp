@@ -9,8 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "health.hpp"
 #include "bulkhead.hpp"
+#include "health.hpp"
 #include "history.hpp"
 #include "permit.hpp"
 #include "probe_slots.hpp"
@@ -62,12 +62,8 @@ struct BreakerState {
   std::uint64_t health_failed = 0;  // checks that failed or raised an error
   std::uint64_t health_late = 0;    // results for an OPEN period that was over
   std::uint32_t health_owner = 0;
-  // Which of the transition log's entries a passing check made: bit
-  // (seq - 1) % TransitionLog::kCapacity, cleared when the entry is reused,
-  // so that events can say why the breaker closed.
-  std::uint32_t health_closes = 0;
   HealthResult health_last_result = HealthResult::None;
-  std::uint8_t health_unused_[7] = {};  // explicit, so that nothing is padding
+  std::uint8_t health_unused_[3] = {};  // explicit, so that nothing is padding
   // ---- The bulkhead (issue 22): its permits, their owners, the processes
   // counted for a share and the count of full rejections (bulkhead.hpp).
   // Not moved by transitions: a permit outlives a change of generation.
@@ -155,7 +151,7 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
 inline constexpr std::size_t kMaxBreakerStateBytes =
-    3336;  // 2448 + the health-check block (56) + the bulkhead block (832)
+    3336;  // with the health-check block (56) and the bulkhead block (800)
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker

@@ -23,7 +23,7 @@
 //                                 store's SegmentStore counts its lock-free
 //                                 rejections this way. Every mutating
 //                                 operation folds them in first (the
-//                                 Critical section, breaker.hpp); snapshot()
+//                                 Section, stored_breaker.hpp); snapshot()
 //                                 adds them to its totals.
 //
 // Hooks that are not the store's type but sit beside it:
@@ -35,11 +35,15 @@
 //                                 by default.
 //   acquire_with(now, lease, permits)  (breaker.hpp) admission by the same
 //                                 rule, with the bulkhead's permits kept
-//                                 outside the block (the fleet store's, in a
-//                                 host segment: fleet/fleet_bulkhead.hpp,
-//                                 through take_bulkhead_permit() and
-//                                 return_bulkhead_permit() on that segment's
-//                                 own breaker).
+//                                 outside the block (bulkhead.hpp says what
+//                                 permits do; the fleet store's are in a host
+//                                 segment: fleet/fleet_bulkhead.hpp, through
+//                                 bulkhead.hpp's take_bulkhead_permit() and
+//                                 return_bulkhead_permit() on that segment).
+//   policy_section(now, f)        (stored_breaker.hpp) a policy's own
+//                                 operation on its part of the block, in the
+//                                 section every operation opens; it moves
+//                                 no state.
 //   admit_without_writing(view, now)   (admission.hpp) the decisions that
 //                                 write nothing, for a store that can read
 //                                 an AdmissionView without the lock (the host
@@ -51,7 +55,8 @@
 //                                 opens a Critical section and moves the state
 //                                 only through BasicBreaker's protected
 //                                 transitions (transition, close, reject,
-//                                 free_probe_slot; tally.hpp for the counts).
+//                                 free_probe_slot, free_bulkhead_permit;
+//                                 tally.hpp for the counts).
 //   AnyBreaker                    (any_breaker.hpp) the handle a binding
 //                                 holds: each store implements it beside its
 //                                 code (ProcessHandle there, HostHandle in

@@ -11,38 +11,37 @@
 
 namespace circuitbreaker {
 
+// Why the breaker moved, kept with each entry of the log: its own rules and
+// controls (a trip, a probe's result, an expiry, a reset, a manual control,
+// a fleet's word), or a passing health check (health.hpp).
+enum class TransitionReason : std::uint8_t { Rules = 0, HealthCheck = 1 };
+
 struct Transition {
   std::uint64_t seq = 0;  // 1, 2, 3, ... over the breaker's life
   Nanos at = 0;
   State from = State::Closed;
   State to = State::Closed;
-  // Made by a passing health check (health.hpp); filled in by the breaker
-  // (BasicBreaker::transitions_since()), never stored in the log.
-  bool by_health_check = false;
+  bool by_health_check = false;  // the entry's reason is HealthCheck
 };
 
 // The last kCapacity transitions in a ring. A transition's seq is not stored:
 // the one of seq s sits at ring position (s - 1) % kCapacity, and the kept
-// ones are last_seq - kCapacity + 1 ... last_seq. Times and states are kept in
-// separate arrays so that nothing is padding.
+// ones are last_seq - kCapacity + 1 ... last_seq. Times, states and reasons
+// are kept in separate arrays so that nothing is padding.
 class TransitionLog {
  public:
   static constexpr std::size_t kCapacity = 32;
 
-  void push(Nanos at, State from, State to) noexcept {
+  void push(Nanos at, State from, State to,
+            TransitionReason why = TransitionReason::Rules) noexcept {
     const std::size_t i = last_seq_ % kCapacity;
     at_[i] = at;
     from_[i] = from;
     to_[i] = to;
+    reason_[i] = why;
     ++last_seq_;
   }
   std::uint64_t last_seq() const noexcept { return last_seq_; }
-  // The ring position of the entry of seq `seq` (>= 1), as a one-bit mask
-  // (a 32-bit word has a bit for every entry).
-  static std::uint32_t entry_bit(std::uint64_t seq) noexcept {
-    static_assert(kCapacity == 32, "one bit of a 32-bit word per entry");
-    return std::uint32_t{1} << ((seq - 1) % kCapacity);
-  }
 
   // Copies the transitions with seq > `after`, oldest first, into `out`
   // (at most `max` of them, the newest kept when more are available).
@@ -57,13 +56,15 @@ class TransitionLog {
     std::size_t n = 0;
     for (std::uint64_t s = first; s <= last_seq_; ++s) {
       const std::size_t i = static_cast<std::size_t>((s - 1) % kCapacity);
-      out[n++] = Transition{s, at_[i], from_[i], to_[i]};
+      out[n++] = Transition{s, at_[i], from_[i], to_[i],
+                            reason_[i] == TransitionReason::HealthCheck};
     }
     return n;
   }
 
   // Whether every kept state is a State (a log read from shared memory; the
-  // sequence number may be anything: since() bounds its loop by `max`).
+  // sequence number may be anything: since() bounds its loop by `max`; a
+  // reason is only compared, so any byte is safe).
   // Eight states at a time (it runs under the lock on every call): a byte b
   // is below kStateCount iff neither b nor b + (0x80 - kStateCount) has its
   // high bit set (a carry into the next byte needs b >= 0x80 + kStateCount,
@@ -89,6 +90,7 @@ class TransitionLog {
   std::uint64_t last_seq_ = 0;
   State from_[kCapacity] = {};
   State to_[kCapacity] = {};
+  TransitionReason reason_[kCapacity] = {};
 };
 
 }  // namespace circuitbreaker

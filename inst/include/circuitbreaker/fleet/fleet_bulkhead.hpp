@@ -15,7 +15,7 @@
 //
 // The segment is a host store segment like any other (its file, lock,
 // crash safety, distrust and dead-owner rules are the host store's; the
-// permits' rules are bulkhead.hpp's, applied by BasicBreaker's
+// permits' rules are bulkhead.hpp's, applied by its
 // take_bulkhead_permit()): only its bulkhead block is used. Its
 // configuration is the bulkhead's alone (fleet_bulkhead_config()), so a
 // change of any other rule argument, which the fleet refuses anyway, never
@@ -126,7 +126,8 @@ class FleetBulkhead {
   const HostBreaker& host() const noexcept { return host_; }
   bool healthy() const noexcept { return host_.healthy(); }
 
-  // One call's permits, for BasicBreaker::acquire_with().
+  // One call's permits, for BasicBreaker::acquire_with() (bulkhead.hpp's
+  // BlockPermits contract).
   class Call {
    public:
     Call(FleetBulkhead& b, Nanos now) noexcept : b_(b), now_(now) {}

@@ -150,7 +150,7 @@ class HostBreaker {
   // use the breaker), when this process was counted.
   void close() noexcept {
     if (breaker_ && tracks_owners_ && has_bulkhead(settings()) && healthy()) {
-      breaker_->leave(current_process_id());
+      leave_bulkhead(*breaker_, current_process_id());
       (void)take_fault();
     }
     breaker_.reset();
@@ -218,16 +218,19 @@ class HostBreaker {
     return breaker_->acquire(now, probe_lease, current_process_id(), process_gone);
   }
 
-  // The bulkhead alone (BasicBreaker::take_bulkhead_permit()), for calls
+  // The bulkhead alone (bulkhead.hpp's take_bulkhead_permit()), for calls
   // that another breaker decides (a fleet breaker's, fleet/fleet_bulkhead.hpp):
   // a permit owned by this process, as acquire() takes one, and freed the
   // same way when its owner dies.
   bool take_bulkhead_permit(Nanos now, Permit& p) noexcept {
-    if (!tracks_owners_) return breaker_->take_bulkhead_permit(now, p, 0);
-    return breaker_->take_bulkhead_permit(now, p, current_process_id(), process_gone);
+    if (!tracks_owners_) {
+      return circuitbreaker::take_bulkhead_permit(*breaker_, now, p, 0);
+    }
+    return circuitbreaker::take_bulkhead_permit(*breaker_, now, p, current_process_id(),
+                                                process_gone);
   }
   void return_bulkhead_permit(const Permit& p, Nanos now) noexcept {
-    breaker_->return_bulkhead_permit(p, now);
+    circuitbreaker::return_bulkhead_permit(*breaker_, p, now);
   }
 
   bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for = -1) noexcept {

@@ -102,7 +102,9 @@ namespace circuitbreaker {
 // Bump when the segment's own layout changes (the sizes checked below catch
 // most changes of BreakerState and Settings anyway).
 inline constexpr std::uint32_t kSegmentLayoutVersion =
-    3;  // 3: the health-check and bulkhead blocks (state.hpp)
+    4;  // 3: the health-check and bulkhead blocks (state.hpp); 4: probe slots
+        // and bulkhead permits as leased slots (leased_slots.hpp), a reason
+        // per transition-log entry instead of health_closes
 inline constexpr char kSegmentMagic[8] = {'C', 'B', 'S', 'E', 'G', '\0', '\0', '\1'};
 
 enum class InitState : std::uint32_t { Uninitialised = 0, Initialising = 1, Ready = 2 };
