@@ -1,12 +1,11 @@
 // The fleet store's transport on a real Redis Cluster (fleet/transport.hpp,
-// redis/router.hpp, fleet/round_trip.hpp): three cluster-enabled redis-servers on 127.0.0.1
-// that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER
-// MEET); then detection, a sync of breakers over every master with one
-// EVALSHA each, a slot moved under the store (MOVED followed in the same
-// sync), scripts flushed on a node (NOSCRIPT), the leases (a probe's, a
-// health check's, which follows MOVED) on the slot's master, and a master
-// killed (only its breakers wait). Detection on a plain server, and several
-// seeds that are not a cluster.
+// redis/router.hpp, fleet/round_trip.hpp): three cluster-enabled redis-servers on
+// 127.0.0.1 that this test joins into a cluster (CLUSTER ADDSLOTSRANGE, CLUSTER MEET);
+// then detection, a sync of breakers over every master with one EVALSHA each, a slot
+// moved under the store (MOVED followed in the same sync), scripts flushed on a node
+// (NOSCRIPT), the leases (a probe's, a health check's, which follows MOVED) on the slot's
+// master, and a master killed (only its breakers wait). Detection on a plain server, and
+// several seeds that are not a cluster.
 #include <catch2/catch.hpp>
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS

@@ -12,7 +12,8 @@ test_that("breaker_store_redis() checks its arguments", {
                    list(host = "127.0.0.1", port = 6390L, db = 2L, has_password = TRUE))
   expect_error(breaker_store_redis("http://127.0.0.1"), class = "circuit_breaker_invalid_argument")
   # rediss:// is TLS (test-store-redis-tls.R); a bad TLS parameter is refused.
-  expect_error(breaker_store_redis("rediss://127.0.0.1?ssl_cert_reqs=maybe"), class = "circuit_breaker_invalid_argument")
+  expect_error(breaker_store_redis("rediss://127.0.0.1?ssl_cert_reqs=maybe"),
+               class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_redis(prefix = "a b"), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_redis(timeout = 0), class = "circuit_breaker_invalid_argument")
   expect_error(breaker_store_redis(sync_interval = "1"), class = "circuit_breaker_invalid_argument")
