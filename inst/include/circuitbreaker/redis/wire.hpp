@@ -273,12 +273,7 @@ class RedisWire {
         SigpipeGuard g;
         io = tls_.read(buf, sizeof buf, got, why);
       }
-      if (io == TlsSession::Io::kDone) return feed(buf, got);
-      if (io == TlsSession::Io::kWantRead) return Io::kWantRead;
-      if (io == TlsSession::Io::kWantWrite) return Io::kWantWrite;
-      if (io == TlsSession::Io::kClosed) return closed_by_peer();
-      fail(why);
-      return Io::kFailed;
+      return io == TlsSession::Io::kDone ? feed(buf, got) : from_tls(io, why);
     }
 #endif
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
@@ -305,6 +300,19 @@ class RedisWire {
     return Io::kFailed;
   }
 
+#ifdef CIRCUITBREAKER_HAVE_OPENSSL
+  // A TLS step's outcome as the wire's (`why`: a failure's words).
+  Io from_tls(TlsSession::Io io, const std::string& why) {
+    switch (io) {
+      case TlsSession::Io::kDone: return Io::kDone;
+      case TlsSession::Io::kWantRead: return Io::kWantRead;
+      case TlsSession::Io::kWantWrite: return Io::kWantWrite;
+      case TlsSession::Io::kClosed: return closed_by_peer();
+      default: fail(why); return Io::kFailed;
+    }
+  }
+#endif
+
   Io write_some(const char* buf, std::size_t n, std::size_t& put) {
     put = 0;
 #ifdef CIRCUITBREAKER_HAVE_OPENSSL
@@ -315,12 +323,7 @@ class RedisWire {
         SigpipeGuard g;
         io = tls_.write(buf, n, put, why);
       }
-      if (io == TlsSession::Io::kDone) return Io::kDone;
-      if (io == TlsSession::Io::kWantRead) return Io::kWantRead;
-      if (io == TlsSession::Io::kWantWrite) return Io::kWantWrite;
-      if (io == TlsSession::Io::kClosed) return closed_by_peer();
-      fail(why);
-      return Io::kFailed;
+      return from_tls(io, why);
     }
 #endif
     const ssize_t w = ::send(fd_, buf, n, MSG_NOSIGNAL);
