@@ -56,3 +56,39 @@ record_topology_timings <- function(what, seconds) {
   }
   invisible(seconds)
 }
+
+# A field of the fleet state of breaker `name`, read through the cluster
+# (redis-cli -c follows the redirect); NA when absent.
+cluster_fleet <- function(cluster, name, field) {
+  for (port in as.integer(sub("^.*:", "", cluster$seeds))) {
+    v <- tryCatch(cluster$cli(port, "EVAL", fleet_read_script(), "1", fleet_key_of("circuitbreaker", name), field,
+                              cluster = TRUE),
+                  error = function(e) NULL)
+    if (!is.null(v)) return(if (length(v) == 0L || !nzchar(v[[1]])) NA_real_ else as.numeric(v[[1]]))
+  }
+  NA_real_
+}
+
+# Names of breakers whose keys are served by every master (`per` each, at
+# least), as the cluster itself says (master_of()).
+names_on_every_master <- function(cluster, prefix_name, per = 2L) {
+  masters <- cluster$nodes$port[cluster$nodes$role == "master"]
+  out <- character()
+  owners <- integer()
+  for (i in seq_len(200L)) {
+    name <- paste0(prefix_name, i)
+    out <- c(out, name)
+    owners <- c(owners, cluster$master_of(fleet_key_of("circuitbreaker", name)))
+    if (all(tabulate(match(owners, masters), length(masters)) >= per)) break
+  }
+  expect_setequal(unique(owners), masters)
+  stats::setNames(owners, out)
+}
+
+# Elapsed seconds of `expr`, and its value (for hang detectors: tests assert
+# no timing).
+timed <- function(expr) {
+  t0 <- Sys.time()
+  value <- expr
+  list(value = value, seconds = as.numeric(difftime(Sys.time(), t0, units = "secs")))
+}

@@ -10,18 +10,6 @@ cluster_store_args <- function(cluster, ...) {
   utils::modifyList(list(url = cluster_seeds(cluster), sync_interval = 0.05, timeout = 0.2), list(...))
 }
 
-# A field of the fleet state of breaker `name`, read through the cluster
-# (redis-cli -c follows the redirect); NA when absent.
-cluster_fleet <- function(cluster, name, field) {
-  for (port in as.integer(sub("^.*:", "", cluster$seeds))) {
-    v <- tryCatch(cluster$cli(port, "EVAL", fleet_read_script(), "1", fleet_key_of("circuitbreaker", name), field,
-                              cluster = TRUE),
-                  error = function(e) NULL)
-    if (!is.null(v)) return(if (length(v) == 0L || !nzchar(v[[1]])) NA_real_ else as.numeric(v[[1]]))
-  }
-  NA_real_
-}
-
 # A child process with the store `store_args` makes; runs `body(store, extra)`.
 cluster_child <- function(store_args, body, extra = list()) {
   environment(body) <- globalenv()
@@ -36,27 +24,6 @@ cluster_child <- function(store_args, body, extra = list()) {
   )
 }
 
-# Names of breakers whose keys are served by every master (`per` each, at
-# least), as the cluster itself says (master_of()).
-names_on_every_master <- function(cluster, prefix_name, per = 2L) {
-  masters <- cluster$nodes$port[cluster$nodes$role == "master"]
-  out <- character()
-  owners <- integer()
-  for (i in seq_len(200L)) {
-    name <- paste0(prefix_name, i)
-    out <- c(out, name)
-    owners <- c(owners, cluster$master_of(fleet_key_of("circuitbreaker", name)))
-    if (all(tabulate(match(owners, masters), length(masters)) >= per)) break
-  }
-  expect_setequal(unique(owners), masters)
-  stats::setNames(owners, out)
-}
-
-timed <- function(expr) {
-  t0 <- Sys.time()
-  value <- expr
-  list(value = value, seconds = as.numeric(difftime(Sys.time(), t0, units = "secs")))
-}
 
 test_that("seed URLs of a cluster share credentials and database 0, or get classed errors naming url", {
   skip_if_not(circuitbreaker:::cb_redis_available(), "built without hiredis")

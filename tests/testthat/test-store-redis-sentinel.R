@@ -25,12 +25,6 @@ sentinel_child <- function(store_args, name, args, body, extra = list()) {
   )
 }
 
-# Elapsed seconds of `expr`, and its value.
-timed <- function(expr) {
-  t0 <- Sys.time()
-  value <- expr
-  list(value = value, seconds = as.numeric(difftime(Sys.time(), t0, units = "secs")))
-}
 
 test_that("bad Sentinel arguments get classed errors naming them", {
   skip_if_not(circuitbreaker:::cb_redis_available(), "built without hiredis")

@@ -406,39 +406,85 @@ test_that("seed URLs of one cluster take the same TLS settings, or get an error 
   }
 })
 
-test_that("a fleet breaker on a TLS Redis Cluster joins, trips and shows its TLS version", {
+test_that("breakers over every master of a TLS Cluster sync; a master killed, its replica takes over", {
   cluster <- local_redis_tls_cluster()
   seeds <- paste0("rediss://", cluster$seeds[1:2], "/0")
   store <- tls_store(seeds, tls = list(ca_file = cluster$certs$ca))
-  cb <- local_shared_breaker(store, "tls-cluster", fleet_args(failure_threshold = 2))
-  wait_for_fleet(cb, timeout = 30)
-  m <- cb$metrics()
+  owners <- names_on_every_master(cluster, "tls-fo", per = 1L)
+  cbs <- lapply(names(owners), function(n) local_shared_breaker(store, n, fleet_args(failure_threshold = 2)))
+  names(cbs) <- names(owners)
+  for (cb in cbs) wait_for_fleet(cb, timeout = 30)
+  m <- cbs[[1]]$metrics()
   expect_identical(m$topology, "cluster")
   expect_identical(m$masters, 3)
   expect_match(m$tls, "^TLSv1\\.[23]$")
-  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
-  key <- fleet_key_of("circuitbreaker", "tls-cluster")
-  state <- function() {
-    v <- tryCatch(cluster$cli(cluster$master_of(key), "EVAL", fleet_read_script(), "1", key, "s"),
-                  error = function(e) "")
-    if (length(v) == 0L || !nzchar(v[[1]])) NA_real_ else as.numeric(v[[1]])
-  }
-  expect_true(wait_until(function() identical(state(), 1)))
+  # A trip on every master reaches the fleet.
+  for (cb in cbs) for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  for (n in names(cbs)) expect_true(wait_until(function() identical(cluster_fleet(cluster, n, "s"), 1)))
+  for (cb in cbs) cb$reset()
+  for (n in names(cbs)) expect_true(wait_until(function() identical(cluster_fleet(cluster, n, "s"), 0)))
+
+  victim <- names(owners)[[1]]
+  old <- owners[[victim]]
+  expect_identical(cluster$cli(old, "WAIT", 1, 5000), "1")
+  cluster$kill(old)
+  killed_at <- Sys.time()
+  slowest <- 0
+  resumed <- FALSE
+  quietly_alone({
+    while (Sys.time() < killed_at + 60) {
+      for (cb in cbs) slowest <- max(slowest, timed(cb$execute(function() "ok", function() "fb"))$seconds)
+      m <- cbs[[victim]]$metrics()
+      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
+        resumed <- TRUE
+        break
+      }
+      Sys.sleep(0.05)
+    }
+  })
+  expect_true(resumed)
+  expect_lt(slowest, 10)  # a hang detector, not a timing
+  # The promoted replica is reached over TLS too, and a trip there lands.
+  for (i in 1:2) cbs[[victim]]$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(cluster_fleet(cluster, victim, "s"), 1), timeout = 20))
+  expect_match(quietly_alone(cbs[[victim]]$metrics())$tls, "^TLSv1\\.[23]$")
 })
 
-# The contract does not say it in so many words: here the sentinels are
-# taken to be reached with the store's TLS settings, as the master is.
-test_that("a fleet breaker behind TLS sentinels joins and shows its TLS version", {
+test_that("a fleet breaker behind TLS sentinels joins, and follows a failover over TLS", {
   sentinel <- local_redis_tls_sentinel(password = "master-pw", sentinel_password = "sentinel-pw")
   store <- tls_store("rediss://:master-pw@mymaster/0", tls = list(ca_file = sentinel$certs$ca),
                      sentinel = sentinel$sentinel_addrs, master = sentinel$master_name,
                      sentinel_password = "sentinel-pw")
-  cb <- local_shared_breaker(store, "tls-sentinel", fleet_args())
+  cb <- local_shared_breaker(store, "tls-sentinel", fleet_args(recovery_timeout = 120))
   wait_for_fleet(cb, timeout = 30)
   m <- cb$metrics()
   expect_identical(m$topology, "sentinel")
-  expect_identical(m$master, paste0("127.0.0.1:", sentinel$master$port))
+  old <- sentinel$master$port
+  expect_identical(m$master, paste0("127.0.0.1:", old))
   expect_match(m$tls, "^TLSv1\\.[23]$")
   shown <- c(format(store), capture.output(print(store)))
   expect_false(any(grepl("master-pw|sentinel-pw", shown)))
+
+  for (i in 1:5) cb$execute(function() stop("down"), function(e) "fb")
+  expect_true(wait_until(function() identical(cb$metrics()$fleet_failures, 5), what = "the trip to reach the master"))
+  expect_identical(sentinel$cli(old, "WAIT", 1, 5000), "1")
+  sentinel$kill(old)
+  deadline <- Sys.time() + 60
+  promoted <- NA
+  slowest <- 0
+  quietly_alone({
+    while (Sys.time() < deadline) {
+      slowest <- max(slowest, timed(cb$execute(function() "ok", function() "fb"))$seconds)
+      m <- cb$metrics()
+      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
+        promoted <- m$master
+        break
+      }
+      Sys.sleep(0.05)
+    }
+  })
+  expect_lt(slowest, 10)  # a hang detector, not a timing
+  expect_identical(promoted, paste0("127.0.0.1:", sentinel$replica$port))
+  expect_match(quietly_alone(cb$metrics())$tls, "^TLSv1\\.[23]$")
+  expect_identical(cb$state, "OPEN")  # the fleet's state survived on the promoted replica
 })
