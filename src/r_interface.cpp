@@ -232,10 +232,10 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
     call_abort(PROTECT(
         Rf_lang5(Rf_install("abort_fleet_wrong_config"), who, arg, mine, theirs)));
   }
-  // A bulkhead's permits are the host's, where the host can share them.
+  // A bulkhead's permits are the host's, where the host can share them
+  // (the core decides: fleet_bulkhead_shared_by_host()).
   std::unique_ptr<circuitbreaker::FleetBulkhead> bulkhead;
-  if (circuitbreaker::has_bulkhead(circuitbreaker::make_settings(c)) &&
-      circuitbreaker::RobustMutex::supported()) {
+  if (circuitbreaker::fleet_bulkhead_shared_by_host(c)) {
     bulkhead = open_fleet_bulkhead(c, fs, member->name());
   }
   // On the sync's clock: the system's, skewed in tests.

@@ -100,6 +100,14 @@ inline std::string fleet_bulkhead_path(const FleetSpec& spec, const std::string&
 
 // The configuration of a fleet breaker's permits segment: the bulkhead's
 // limit, every other argument at its default (they are the fleet's).
+// Whether a fleet breaker made with `c` keeps its bulkhead's permits in a
+// host segment: it has a bulkhead, and the host can share one (robust
+// process-shared mutexes: Linux and the other POSIX systems that have
+// them). Elsewhere its permits are counted per process, as documented.
+inline bool fleet_bulkhead_shared_by_host(const Config& c) {
+  return has_bulkhead(make_settings(c)) && RobustMutex::supported();
+}
+
 inline Config fleet_bulkhead_config(const Config& c) {
   Config b;
   b.max_concurrent = c.max_concurrent;
