@@ -210,6 +210,34 @@ TEST_CASE("TLS: mutual authentication", "[redis-wire]") {
   CHECK_THAT(ping(e), Catch::Contains("does not match"));
 }
 
+TEST_CASE("scripts by source: EVALSHA, EVAL after NOSCRIPT, then EVALSHA again",
+          "[redis-wire]") {
+  auto server = tls_server(certs().server, certs().server_key);
+  if (!server) return cbredis::skipped();
+  static const char* const kScript = "return {KEYS[1], ARGV[1]}";
+  cb::RedisConnection c;
+  REQUIRE(c.connect(server->endpoint, cb::kNanosPerSecond));
+  REQUIRE(c.load_script(kScript));
+  const std::string sha = c.script_sha(kScript);
+  CHECK(sha.size() == 40);
+  CHECK(c.eval_command(kScript, {"k"}, {"a"})[0] == "EVALSHA");
+  cb::RedisReply r = c.eval(kScript, {"k"}, {"a"});
+  REQUIRE(r);
+  REQUIRE(r->is_array());
+  CHECK(r->elements[1].text() == "a");
+  // The server forgets its scripts: the next call is answered all the same.
+  REQUIRE(cbredis::reply_text(c.command({"SCRIPT", "FLUSH"})) == "OK");
+  r = c.eval(kScript, {"k"}, {"b"});
+  REQUIRE(r);
+  REQUIRE(r->is_array());
+  CHECK(r->elements[1].text() == "b");
+  // EVAL cached it again: EVALSHA works without a SCRIPT LOAD.
+  const cb::RedisReply exists = c.command({"SCRIPT", "EXISTS", sha});
+  REQUIRE(exists);
+  REQUIRE(exists->is_array());
+  CHECK(exists->elements[0].integer == 1);
+}
+
 TEST_CASE("TLS: a subscription gets every one of many small messages", "[redis-wire]") {
   auto server = tls_server(certs().server, certs().server_key);
   if (!server) return cbredis::skipped();

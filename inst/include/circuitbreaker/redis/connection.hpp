@@ -172,22 +172,24 @@ class RedisConnection {
   // a promoted replica); they are loaded again when next used.
   void forget_scripts() noexcept { shas_.clear(); }
 
-  // EVALSHA of `source`, loading it first when needed (a new connection,
-  // or NOSCRIPT after SCRIPT FLUSH or a restart); EVAL of the source when
-  // it cannot be loaded. An error reply sets error().
+  // EVALSHA of `source`, loading it first on a new connection; after
+  // NOSCRIPT (SCRIPT FLUSH, a restart, a promoted replica, a managed
+  // service that evicts scripts) EVAL of the source at once, which runs it
+  // in the same round trip and caches it again for the next EVALSHA. EVAL
+  // throughout where the user may not SCRIPT LOAD. An error reply sets
+  // error().
   RedisReply eval(const char* source, const std::vector<std::string>& keys,
                   const std::vector<std::string>& args) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (!eval_only_ && script_sha(source).empty() && !load_script(source)) break;
-      RedisReply r = command(eval_command(source, keys, args));
-      if (r && r->is_error("NOSCRIPT")) {
-        forget_scripts();
-        continue;
-      }
-      if (r && r->is_error()) error_ = r->str;
-      return r;
+    if (!has_script(source) && !load_script(source)) return std::nullopt;
+    RedisReply r = command(eval_command(source, keys, args));
+    if (r && r->is_error("NOSCRIPT")) {
+      std::vector<std::string> again = eval_command(source, keys, args);
+      again[0] = "EVAL";
+      again[1] = source;
+      r = command(again);
     }
-    return std::nullopt;
+    if (r && r->is_error()) error_ = r->str;
+    return r;
   }
   // The command eval() sends for `source`: EVALSHA when it is loaded here.
   std::vector<std::string> eval_command(const char* source,
