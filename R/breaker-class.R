@@ -267,7 +267,7 @@ circuit_breaker <- function(...) {
 #'   `mode`, `sync_lag`, `last_sync`, the fleet's counts, `last_error`
 #'   (the last failure of the link to Redis, without the password; `NA`
 #'   when there was none), `topology`, `master` and `masters` (see
-#'   [breaker_store_redis()], "Topologies and failover").
+#'   "Topologies and failover" in `vignette("shared-stores", package = "circuitbreaker")`).
 #' * `$transitions()`: the last 32 state transitions (a data frame: `seq`,
 #'   `seconds_ago`, `from`, `to`, `reason`: `"health_check"` for a close a
 #'   health check made, else `NA`). `$history()`: calls, failures, slow calls

@@ -2,9 +2,8 @@
 # ?breaker_store_redis ("Least privilege") shows, built here from the list
 # of what the store needs so that the list is read and reviewed in one
 # place, and a test can create the user for any prefix
-# (circuitbreaker:::redis_acl_setuser()). vignettes/shared-stores.Rmd
-# shows the line for prefix "quotes-api" as text (its chunks do not run):
-# a change here changes it there too.
+# (with the internal redis_acl_setuser()); vignettes/shared-stores.Rmd
+# prints the line for prefix "quotes-api" with a chunk that calls it.
 
 # Every command the store may send (inst/include/circuitbreaker/redis/), and
 # every command its scripts run (fleet/script.hpp): Redis checks a script's

@@ -62,8 +62,8 @@ local_redis_server <- function(password = NULL, env = parent.frame()) {
   self
 }
 
-# The Redis key of fleet breaker `name` under `prefix`, as ?breaker_store_redis
-# documents it ("Keys"): cb2:{<prefix>:<name>}, both parts percent-encoded
+# The Redis key of fleet breaker `name` under `prefix`, as the shared-stores
+# vignette documents it ("Keys"): cb2:{<prefix>:<name>}, both parts percent-encoded
 # (every byte but A-Z a-z 0-9 _ . - as %XX). Written here from the
 # documentation, independently of the package's C++, so that the tests check
 # the documented scheme.
