@@ -463,7 +463,11 @@ report <- function(r, say) {
                     "worst %s (%s): %s\n"), ms(0.2 * timeout), if (measured) "" else ", estimated mean",
               ms(worst), pct(worst / timeout), if (is.finite(worst)) verdict(worst < 0.2 * timeout) else "MISSED"))
   # What the comparison of a plain and a TLS run (--tls both) reads.
+  calls <- sum(vapply(r$per_process, function(p) if (is.na(p$calls)) 0 else p$calls, 0))
+  reports <- if ("cmdstat_hmget" %in% names(r$commands)) r$commands[["cmdstat_hmget"]] / r$window else NA_real_
   invisible(list(kind = r$kind, tls = r$tls, redis_cpu = r$redis_cpu, redis_cpu_proc = r$redis_cpu_proc,
+                 calls = calls, asked = if (r$kind == "busy") o$connections * r$n / sync_interval else NA_real_,
+                 reports = reports,
                  machine_busy = r$machine_busy, commands_per_s = r$commands_per_s,
                  evalsha_per_s = r$evalsha_calls / r$window, evalsha_usec = r$evalsha_usec,
                  syncs_per_s = stats::median(syncs), failures = failures, fleet = mean(fleet),
@@ -488,6 +492,12 @@ compare <- function(figures, say) {
     row("**Redis CPU, % of one core** (INFO cpu)", a$redis_cpu, b$redis_cpu, pct)
     row("Redis CPU from /proc", a$redis_cpu_proc, b$redis_cpu_proc, pct)
     row("machine: cores busy (of 2)", a$machine_busy, b$machine_busy, function(x) sprintf("%.2f", x))
+    if (kind == "busy") {
+      row(sprintf("calls/s made by all workers (asked: %s)", fmt_n(a$asked)), a$calls, b$calls, fmt_n)
+    }
+    row("breaker reports/s (HMGET: one per breaker with news per sync)", a$reports, b$reports, fmt_n)
+    row("Redis CPU per breaker report", a$redis_cpu / a$reports * 1e6, b$redis_cpu / b$reports * 1e6,
+        function(x) if (is.finite(x)) sprintf("%.1f us", x) else "-")
     row("commands/s", a$commands_per_s, b$commands_per_s, fmt_n)
     row("EVALSHA/s", a$evalsha_per_s, b$evalsha_per_s, fmt_n)
     row("Redis time per EVALSHA (commandstats)", a$evalsha_usec, b$evalsha_usec, function(x) sprintf("%.1f us", x))
