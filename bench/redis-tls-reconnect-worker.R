@@ -5,12 +5,14 @@
 # with one breaker each. Once every breaker's $metrics()$mode is "fleet"
 # it writes <dir>/ready, and then, every 10 ms until the file <dir>/stop
 # appears, calls each breaker once (cb$execute(function() "ok"), each call
-# timed) and reads each breaker's $metrics()$mode, keeping every change of
-# mode with its time. Every 0.1 s it writes <dir>/status (atomically): the
+# timed), calls an in-process breaker the same way (the control: how long a
+# call that never involves Redis takes in this process at that moment), and
+# reads each breaker's $metrics()$mode, keeping every change of mode with
+# the time of the read. Every 0.1 s it writes <dir>/status (atomically): the
 # time, how many breakers are in mode "fleet" now, and for each the time it
 # last turned "local" (NA if never), which the driver waits on. At the stop
-# file it writes <dir>/result.rds: every call's start and duration, the mode
-# changes, and the stores' sync counts and failures. It also ends, without
+# file it writes <dir>/result.rds: every call's start and duration (and the
+# control's), the mode changes, and the stores' sync counts and failures. It also ends, without
 # writing, when its parent (`parent_pid`) is gone or after `lifetime`
 # seconds, whatever happens.
 args <- commandArgs(TRUE)
@@ -48,7 +50,13 @@ write_atomic(format(now(), digits = 15), "ready")
 capacity <- ceiling(cfg$lifetime / 0.01) * n
 call_at <- numeric(capacity)
 call_took <- numeric(capacity)
+call_store <- integer(capacity)
 calls <- 0L
+control <- circuit_breaker(name = "reconnect-control")
+for (i in 1:200) control$execute(function() "ok")
+control_at <- numeric(capacity %/% n)
+control_took <- numeric(capacity %/% n)
+control_calls <- 0L
 mode <- vapply(breakers, mode_of, "")
 changes <- list()
 last_local <- rep(NA_real_, n)
@@ -64,11 +72,22 @@ for (loop in seq_len(ceiling(cfg$lifetime / 0.01) + 1L)) {
       calls <- calls + 1L
       call_at[[calls]] <- t0
       call_took[[calls]] <- t1 - t0
+      call_store[[calls]] <- k
     }
   }
-  t <- now()
+  # The control: an in-process breaker, timed the same way. A long call of
+  # its own is this process waiting for a core, not the store.
+  t0 <- now()
+  control$execute(function() "ok")
+  t1 <- now()
+  if (control_calls < length(control_at)) {
+    control_calls <- control_calls + 1L
+    control_at[[control_calls]] <- t0
+    control_took[[control_calls]] <- t1 - t0
+  }
   for (k in seq_len(n)) {
     m <- mode_of(breakers[[k]])
+    t <- now()  # after the read: a change is never stamped before it happened
     if (!identical(m, mode[[k]])) {
       changes[[length(changes) + 1L]] <- data.frame(store = k, at = t, from = mode[[k]], to = m)
       mode[[k]] <- m
@@ -86,7 +105,9 @@ for (loop in seq_len(ceiling(cfg$lifetime / 0.01) + 1L)) {
 }
 if (file.exists(file.path(dir, "stop"))) {
   info <- lapply(breakers, function(cb) circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr))
-  out <- list(calls = data.frame(at = call_at[seq_len(calls)], took = call_took[seq_len(calls)]),
+  out <- list(calls = data.frame(at = call_at[seq_len(calls)], took = call_took[seq_len(calls)],
+                                 store = call_store[seq_len(calls)]),
+              control = data.frame(at = control_at[seq_len(control_calls)], took = control_took[seq_len(control_calls)]),
               changes = if (length(changes)) do.call(rbind, changes) else
                 data.frame(store = integer(), at = numeric(), from = character(), to = character()),
               syncs = vapply(info, function(x) as.numeric(x$syncs), 0),

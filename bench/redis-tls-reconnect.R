@@ -14,6 +14,8 @@
 #   CB_BENCH_DOWN       seconds the server stays dead before it is restarted (1)
 #   CB_BENCH_PLAIN      1: after the TLS phase, the same rounds on a plain
 #                       redis:// server, the baseline of the same run (1); 0: TLS only
+#   CB_BENCH_SAVE       a file to save the raw figures to (saveRDS), for a
+#                       closer look; unset: none
 #
 # A CA and a server certificate (redis_tls_certs() of inst/redis/
 # redis-tls.R) in a private temporary folder; a TLS-only redis-server on
@@ -40,7 +42,9 @@
 # new server's start) and from when it answered; the largest execute()
 # duration between the kill and the last store's return, and the calls
 # made then, against the store's timeout (the calls must never wait on
-# Redis: the sync thread does). The same with a plain server when
+# Redis: the sync thread does), and the largest of an in-process breaker's
+# execute() in the same loop (the control: a call that never involves
+# Redis, so a long one is the process waiting for a core). The same with a plain server when
 # CB_BENCH_PLAIN is 1 (the baseline of the reconnect times, in the same
 # run). Every process, server and file is removed on exit, error included.
 # About 1 minute with the defaults.
@@ -180,8 +184,11 @@ analyse <- function(phase) {
     ch
   }))
   stores <- unlist(lapply(seq_along(phase$results), function(i) paste(i, seq_along(phase$results[[i]]$prefixes))))
-  calls <- do.call(rbind, lapply(phase$results, `[[`, "calls"))
-  base_calls <- calls$took[calls$at >= phase$base[[1]] & calls$at <= phase$base[[2]]]
+  calls <- do.call(rbind, lapply(phase$results, function(r) r$calls[c("at", "took")]))
+  control <- do.call(rbind, lapply(phase$results, `[[`, "control"))
+  in_window <- function(x, from, to) x$took[x$at >= from & x$at <= to]
+  base_calls <- in_window(calls, phase$base[[1]], phase$base[[2]])
+  base_control <- in_window(control, phase$base[[1]], phase$base[[2]])
   rounds <- lapply(seq_along(phase$events), function(r) {
     e <- phase$events[[r]]
     end <- if (r < length(phase$events)) phase$events[[r + 1L]]$kill else Inf
@@ -194,16 +201,18 @@ analyse <- function(phase) {
     }, c(local = 0, fleet = 0))
     last_back <- if (all(is.finite(per["fleet", ]))) max(per["fleet", ]) else NA_real_
     window_end <- if (is.finite(last_back)) last_back else e$seen
-    took <- calls$took[calls$at >= e$kill & calls$at <= window_end]
+    took <- in_window(calls, e$kill, window_end)
+    took_control <- in_window(control, e$kill, window_end)
     list(detect = per["local", ] - e$kill, back_restart = per["fleet", ] - e$restart,
          back_ready = per["fleet", ] - e$ready, start = e$ready - e$restart,
          all_back_restart = last_back - e$restart, all_back_ready = last_back - e$ready,
          all_back_kill = last_back - e$kill, never_local = sum(is.na(per["local", ])),
          never_back = sum(is.na(per["fleet", ])), max_call = max(took, -Inf), p999_call = q(took, 0.999),
-         n_calls = length(took), over_timeout = sum(took >= timeout))
+         n_calls = length(took), over_timeout = sum(took >= timeout), control_max = max(took_control, -Inf),
+         control_over = sum(took_control >= timeout))
   })
   list(kind = phase$kind, rounds = rounds, base_max = max(base_calls, -Inf), base_p999 = q(base_calls, 0.999),
-       base_n = length(base_calls), all_max = max(calls$took, -Inf), all_n = nrow(calls),
+       base_n = length(base_calls), base_control_max = max(base_control, -Inf), all_max = max(calls$took, -Inf), all_n = nrow(calls),
        tls = table(unlist(lapply(phase$results, `[[`, "tls"))),
        failures = sum(unlist(lapply(phase$results, `[[`, "sync_failures"))))
 }
@@ -214,22 +223,25 @@ report <- function(a) {
   cat("Links at the end (cb_fleet_info()$tls): ", paste(sprintf("%s %d", names(a$tls), as.integer(a$tls)), collapse = ", "),
       "; sync failures counted by the stores: ", fmt_n(a$failures), "\n\n", sep = "")
   cat("| round | server start (restart to PING) | turned local after the kill: median / max | back in fleet after the restart: median / max",
-      " | **every store back: after the restart** (after the kill) | stores never local; never back | calls meanwhile | **largest execute()** (p99.9) | calls >= timeout |\n",
-      "|---|---|---|---|---|---|---|---|---|\n", sep = "")
+      " | **every store back: after the restart** (after the kill) | stores never local; never back | calls meanwhile | **largest execute()** (p99.9) | calls >= timeout | control: largest in-process execute(); >= timeout |\n",
+      "|---|---|---|---|---|---|---|---|---|---|\n", sep = "")
   for (r in seq_along(a$rounds)) {
     x <- a$rounds[[r]]
-    cat(sprintf("| %d | %s | %s / %s | %s / %s | **%s** (%s) | %d; %d | %s | **%s** (%s) | %d |\n", r, ms(x$start),
-                ms(q(x$detect, 0.5)), ms(max(x$detect, -Inf, na.rm = TRUE)), s_(q(x$back_restart, 0.5)),
+    cat(sprintf("| %d | %s | %s / %s | %s / %s | **%s** (%s) | %d; %d | %s | **%s** (%s) | %d | %s; %d |\n", r,
+                ms(x$start), ms(q(x$detect, 0.5)), ms(max(x$detect, -Inf, na.rm = TRUE)), s_(q(x$back_restart, 0.5)),
                 s_(max(x$back_restart, -Inf, na.rm = TRUE)), s_(x$all_back_restart), s_(x$all_back_kill),
-                x$never_local, x$never_back, fmt_n(x$n_calls), ms(x$max_call), ms(x$p999_call), x$over_timeout))
+                x$never_local, x$never_back, fmt_n(x$n_calls), ms(x$max_call), ms(x$p999_call), x$over_timeout,
+                ms(x$control_max), x$control_over))
   }
   all_back <- vapply(a$rounds, `[[`, 0, "all_back_restart")
   max_call <- max(vapply(a$rounds, `[[`, 0, "max_call"))
   cat(sprintf(paste("\nEvery store back in mode \"fleet\" after the restart: median %s, range %s-%s over %d rounds;",
-                    "largest execute() during the outages %s against timeout %s (%s); with the server up (%s calls over %g s): %s (p99.9 %s)\n"),
+                    "largest execute() during the outages %s against timeout %s (%s; the control's largest %s);",
+                    "with the server up (%s calls over %g s): %s (p99.9 %s; the control's largest %s)\n"),
               s_(stats::median(all_back)), s_(min(all_back)), s_(max(all_back)), length(all_back), ms(max_call),
-              ms(timeout), if (max_call < timeout) "below" else "NOT below", fmt_n(a$base_n), baseline_seconds,
-              ms(a$base_max), ms(a$base_p999)))
+              ms(timeout), if (max_call < timeout) "below" else "NOT below",
+              ms(max(vapply(a$rounds, `[[`, 0, "control_max"))), fmt_n(a$base_n), baseline_seconds,
+              ms(a$base_max), ms(a$base_p999), ms(a$base_control_max)))
   invisible(all_back)
 }
 
@@ -250,12 +262,15 @@ main <- function() {
               started, parallel::detectCores()),
       sprintf("stores: sync_interval %g s, timeout %g s, one breaker each, called every 10 ms\n", sync_interval, timeout),
       "Load before: ", load_before, "\nLoad after:  ", load_after, "\n", sep = "")
+  save_to <- Sys.getenv("CB_BENCH_SAVE")
+  if (nzchar(save_to)) saveRDS(phases, save_to)
   analysed <- lapply(phases, analyse)
   backs <- lapply(analysed, report)
   if (with_plain) {
+    ratio <- stats::median(backs$tls) / stats::median(backs$plain)
     cat(sprintf("\nTLS / plain, every store back after the restart (medians of the rounds): %s / %s = %s\n",
                 s_(stats::median(backs$tls)), s_(stats::median(backs$plain)),
-                fmt_x(stats::median(backs$tls) / stats::median(backs$plain))))
+                if (is.finite(ratio)) fmt_x(ratio) else "- (a round where not every store came back)"))
   }
   invisible(analysed)
 }
