@@ -7,12 +7,12 @@
 # appears, calls each breaker once (cb$execute(function() "ok"), each call
 # timed), calls an in-process breaker the same way (the control: how long a
 # call that never involves Redis takes in this process at that moment), and
-# reads each breaker's $metrics()$mode, keeping every change of mode with
-# the time of the read. Every 0.1 s it writes <dir>/status (atomically): the
+# reads each breaker's $metrics() (mode and last_error), keeping every
+# change of mode and of the link's last error with the time of the read. Every 0.1 s it writes <dir>/status (atomically): the
 # time, how many breakers are in mode "fleet" now, and for each the time it
 # last turned "local" (NA if never), which the driver waits on. At the stop
 # file it writes <dir>/result.rds: every call's start and duration (and the
-# control's), the mode changes, and the stores' sync counts and failures. It also ends, without
+# control's), the mode changes, the last errors, and the stores' sync counts and failures. It also ends, without
 # writing, when its parent (`parent_pid`) is gone or after `lifetime`
 # seconds, whatever happens.
 args <- commandArgs(TRUE)
@@ -39,6 +39,13 @@ mode_of <- function(cb) {
   m <- cb$metrics()$mode
   if (is.character(m) && length(m) == 1L && !is.na(m)) m else "unknown"
 }
+# The mode and the link's last error, from one $metrics().
+link_of <- function(cb) {
+  m <- cb$metrics()
+  mode <- if (is.character(m$mode) && length(m$mode) == 1L && !is.na(m$mode)) m$mode else "unknown"
+  error <- if (is.character(m$last_error) && length(m$last_error) == 1L && !is.na(m$last_error)) m$last_error else ""
+  c(mode, error)
+}
 for (i in 1:1000) {  # at most 20 s
   if (all(vapply(breakers, mode_of, "") == "fleet") || !keep_going()) break
   Sys.sleep(0.02)
@@ -58,7 +65,9 @@ control_at <- numeric(capacity %/% n)
 control_took <- numeric(capacity %/% n)
 control_calls <- 0L
 mode <- vapply(breakers, mode_of, "")
+error <- rep("", n)
 changes <- list()
+errors <- list()
 last_local <- rep(NA_real_, n)
 next_status <- 0
 tick <- now()
@@ -86,8 +95,13 @@ for (loop in seq_len(ceiling(cfg$lifetime / 0.01) + 1L)) {
     control_took[[control_calls]] <- t1 - t0
   }
   for (k in seq_len(n)) {
-    m <- mode_of(breakers[[k]])
+    link <- link_of(breakers[[k]])
+    m <- link[[1]]
     t <- now()  # after the read: a change is never stamped before it happened
+    if (!identical(link[[2]], error[[k]])) {
+      errors[[length(errors) + 1L]] <- data.frame(store = k, at = t, error = link[[2]])
+      error[[k]] <- link[[2]]
+    }
     if (!identical(m, mode[[k]])) {
       changes[[length(changes) + 1L]] <- data.frame(store = k, at = t, from = mode[[k]], to = m)
       mode[[k]] <- m
@@ -110,6 +124,8 @@ if (file.exists(file.path(dir, "stop"))) {
               control = data.frame(at = control_at[seq_len(control_calls)], took = control_took[seq_len(control_calls)]),
               changes = if (length(changes)) do.call(rbind, changes) else
                 data.frame(store = integer(), at = numeric(), from = character(), to = character()),
+              errors = if (length(errors)) do.call(rbind, errors) else
+                data.frame(store = integer(), at = numeric(), error = character()),
               syncs = vapply(info, function(x) as.numeric(x$syncs), 0),
               sync_failures = vapply(info, function(x) as.numeric(x$sync_failures), 0),
               tls = vapply(info, function(x) as.character(x$tls), ""),

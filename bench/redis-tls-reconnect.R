@@ -184,6 +184,12 @@ analyse <- function(phase) {
     ch
   }))
   stores <- unlist(lapply(seq_along(phase$results), function(i) paste(i, seq_along(phase$results[[i]]$prefixes))))
+  errors <- do.call(rbind, lapply(seq_along(phase$results), function(i) {
+    x <- phase$results[[i]]$errors
+    if (is.null(x)) return(NULL)
+    if (nrow(x)) x$store <- paste(i, x$store)
+    x
+  }))
   calls <- do.call(rbind, lapply(phase$results, function(r) r$calls[c("at", "took")]))
   control <- do.call(rbind, lapply(phase$results, `[[`, "control"))
   in_window <- function(x, from, to) x$took[x$at >= from & x$at <= to]
@@ -201,6 +207,10 @@ analyse <- function(phase) {
     }, c(local = 0, fleet = 0))
     last_back <- if (all(is.finite(per["fleet", ]))) max(per["fleet", ]) else NA_real_
     window_end <- if (is.finite(last_back)) last_back else e$seen
+    # The links' new last errors once the new server answered: what made a
+    # store's first retry fail (the address and port taken out).
+    late <- if (is.null(errors)) character() else errors$error[errors$at >= e$ready & errors$at <= window_end & nzchar(errors$error)]
+    late <- gsub("127\\.0\\.0\\.1:[0-9]+", "<server>", late)
     took <- in_window(calls, e$kill, window_end)
     took_control <- in_window(control, e$kill, window_end)
     list(detect = per["local", ] - e$kill, back_restart = per["fleet", ] - e$restart,
@@ -209,7 +219,8 @@ analyse <- function(phase) {
          all_back_kill = last_back - e$kill, never_local = sum(is.na(per["local", ])),
          never_back = sum(is.na(per["fleet", ])), max_call = max(took, -Inf), p999_call = q(took, 0.999),
          n_calls = length(took), over_timeout = sum(took >= timeout), control_max = max(took_control, -Inf),
-         control_over = sum(took_control >= timeout))
+         control_over = sum(took_control >= timeout), late_errors = table(late),
+         slow = sum(per["fleet", ] - e$restart > 1.5, na.rm = TRUE))
   })
   list(kind = phase$kind, rounds = rounds, base_max = max(base_calls, -Inf), base_p999 = q(base_calls, 0.999),
        base_n = length(base_calls), base_control_max = max(base_control, -Inf), all_max = max(calls$took, -Inf), all_n = nrow(calls),
@@ -232,6 +243,15 @@ report <- function(a) {
                 s_(max(x$back_restart, -Inf, na.rm = TRUE)), s_(x$all_back_restart), s_(x$all_back_kill),
                 x$never_local, x$never_back, fmt_n(x$n_calls), ms(x$max_call), ms(x$p999_call), x$over_timeout,
                 ms(x$control_max), x$control_over))
+  }
+  late <- unlist(lapply(a$rounds, function(x) stats::setNames(as.integer(x$late_errors), names(x$late_errors))))
+  if (length(late)) {
+    late <- tapply(late, names(late), sum)
+    cat("\nNew last errors of the links after the new server answered (all rounds; stores back more than 1.5 s after the restart: ",
+        paste(vapply(a$rounds, function(x) format(x$slow), ""), collapse = ", "), " per round):\n\n", sep = "")
+    for (k in names(late)) cat("- ", late[[k]], " x ", k, "\n", sep = "")
+  } else {
+    cat("\nNo link had a new error after the new server answered.\n")
   }
   all_back <- vapply(a$rounds, `[[`, 0, "all_back_restart")
   max_call <- max(vapply(a$rounds, `[[`, 0, "max_call"))
