@@ -14,6 +14,8 @@
 #   CB_BENCH_DOWN       seconds the server stays dead before it is restarted (1)
 #   CB_BENCH_PLAIN      1: after the TLS phase, the same rounds on a plain
 #                       redis:// server, the baseline of the same run (1); 0: TLS only
+#   CB_BENCH_TIMEOUT    the stores' timeout, seconds (0.1, the default of
+#                       breaker_store_redis())
 #   CB_BENCH_SAVE       a file to save the raw figures to (saveRDS), for a
 #                       closer look; unset: none
 #
@@ -24,7 +26,7 @@
 # supervised), which hold CB_BENCH_STORES stores in all:
 # breaker_store_redis(rediss://..., prefix = <one per store>, tls =
 # list(ca_file = <the CA>)), sync_interval 0.1 s, timeout 0.1 s (the
-# defaults), one breaker each. Each worker calls every breaker once every
+# defaults; CB_BENCH_TIMEOUT), one breaker each. Each worker calls every breaker once every
 # 10 ms (cb$execute(function() "ok"), each call timed) and reads its
 # $metrics()$mode after each round of calls. Once every store is in mode
 # "fleet", 3 s of calls with the server up (the baseline of the call
@@ -68,9 +70,9 @@ n_processes <- setting("CB_BENCH_PROCESSES", 4, 1, 32)
 rounds <- setting("CB_BENCH_ROUNDS", 5, 1, 50)
 down <- setting("CB_BENCH_DOWN", 1, 0, 30)
 with_plain <- setting("CB_BENCH_PLAIN", 1, 0, 1) == 1
+timeout <- setting("CB_BENCH_TIMEOUT", 0.1, 0.01, 5)
 stopifnot(n_processes <= n_stores)
 sync_interval <- 0.1
-timeout <- 0.1
 max_wait <- 30
 baseline_seconds <- 3
 

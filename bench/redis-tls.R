@@ -42,7 +42,11 @@
 #    the order plain/TLS); its `time` column (iterations with a GC left
 #    out, as for the median) gives each run's median and p99; the table
 #    gives the median of the runs and the range, and the p99 of every
-#    iteration of every run.
+#    iteration of every run. Also a new connection: cb_redis_connect() (TCP,
+#    and for TLS the handshake with the certificate's verification) and one
+#    PING on it, CB_BENCH_CONNECT_ITERATIONS (200) per run, the
+#    connections closed (gc()) after each run: what a store pays to
+#    reconnect, before any other round trip.
 # 3. The stores' sync round trips, measured: a child process
 #    (bench/redis-tls-sync-worker.R) with bench/fleet/round-trips.c
 #    preloaded (compiled with `cc`; skipped, and said, without one), which
@@ -78,9 +82,10 @@ for (file in c("format.R", "clock.R", "redis.R", "redis-tls.R")) source(file.pat
 iterations <- as.integer(Sys.getenv("CB_BENCH_ITERATIONS", "50000"))
 runs <- as.integer(Sys.getenv("CB_BENCH_RUNS", "12"))
 rt_iterations <- as.integer(Sys.getenv("CB_BENCH_RT_ITERATIONS", "2000"))
+connect_iterations <- as.integer(Sys.getenv("CB_BENCH_CONNECT_ITERATIONS", "200"))
 sync_seconds <- as.numeric(Sys.getenv("CB_BENCH_SYNC_SECONDS", "30"))
 sync_breakers <- as.integer(Sys.getenv("CB_BENCH_SYNC_BREAKERS", "10"))
-stopifnot(iterations > 0, runs > 0, rt_iterations > 0, is.finite(sync_seconds), sync_seconds >= 0,
+stopifnot(iterations > 0, runs > 0, rt_iterations > 0, connect_iterations > 0, is.finite(sync_seconds), sync_seconds >= 0,
           sync_seconds <= 600, sync_breakers > 0, sync_breakers <= 1000)
 sync_interval <- 0.1
 store_timeout <- 0.1
@@ -243,10 +248,19 @@ main <- function() {
     eval_plain = quote(redis_call(conn_plain, evalsha_plain)),
     eval_tls = quote(redis_call(conn_tls, evalsha_tls))
   )
+  url_plain <- servers$plain$url
+  url_tls <- servers$tls$url
+  connect_exprs <- list(
+    connect_plain = quote(redis_call(circuitbreaker:::cb_redis_connect(url_plain, 1), "PING")),
+    connect_tls = quote(redis_call(circuitbreaker:::cb_redis_connect(url_tls, 1, client_tls), "PING"))
+  )
+  for (i in 1:20) for (e in connect_exprs) eval(e)
+  invisible(gc())
   micro <- matrix(NA_real_, length(exprs), runs, dimnames = list(names(exprs), NULL))
-  rt_median <- matrix(NA_real_, length(rt_exprs), runs, dimnames = list(names(rt_exprs), NULL))
+  rt_names <- c(names(rt_exprs), names(connect_exprs))
+  rt_median <- matrix(NA_real_, length(rt_names), runs, dimnames = list(rt_names, NULL))
   rt_p99 <- rt_median
-  rt_all <- stats::setNames(vector("list", length(rt_exprs)), names(rt_exprs))
+  rt_all <- stats::setNames(vector("list", length(rt_names)), rt_names)
   cpu <- c(wall = 0, main = 0, sync_plain = 0, sync_tls = 0, redis_plain = 0, redis_tls = 0, machine = 0)
   cpu_now <- function() {
     c(wall = unclass(Sys.time()), main = thread_cpu(Sys.getpid()), sync_plain = thread_cpu(sync_tids$plain),
@@ -262,12 +276,20 @@ main <- function() {
     measure_rt <- function() {
       order <- if (forward) names(rt_exprs) else c("ping_tls", "ping_plain", "eval_tls", "eval_plain")
       results <- bench::mark(exprs = rt_exprs[order], iterations = rt_iterations, check = FALSE, filter_gc = TRUE)
-      for (i in seq_along(order)) {
-        t <- no_gc_times(results, i)
-        rt_median[order[[i]], run] <<- stats::median(t)
-        rt_p99[order[[i]], run] <<- q(t, 0.99)
-        rt_all[[order[[i]]]] <<- c(rt_all[[order[[i]]]], t)
+      keep <- function(results, order) {
+        for (i in seq_along(order)) {
+          t <- no_gc_times(results, i)
+          rt_median[order[[i]], run] <<- stats::median(t)
+          rt_p99[order[[i]], run] <<- q(t, 0.99)
+          rt_all[[order[[i]]]] <<- c(rt_all[[order[[i]]]], t)
+        }
       }
+      keep(results, order)
+      order <- if (forward) names(connect_exprs) else rev(names(connect_exprs))
+      results <- bench::mark(exprs = connect_exprs[order], iterations = connect_iterations, check = FALSE,
+                             filter_gc = TRUE)
+      keep(results, order)
+      invisible(gc())  # the connections made are closed
     }
     if (!forward) measure_rt()
     order <- if (forward) names(exprs) else c("ct", "cr", "cq", "cp", "ot", "or", "oq", "op")
@@ -383,9 +405,9 @@ main <- function() {
   }
   cat(
     sprintf(paste("R %s, circuitbreaker %s, bench %s, processx %s, redis-server %s (two: plain and TLS-only);",
-                  "%d iterations per execute() expression, %d per round trip, %d runs; %s\n"),
+                  "%d iterations per execute() expression, %d per round trip, %d per new connection, %d runs; %s\n"),
             getRversion(), packageVersion("circuitbreaker"), packageVersion("bench"), packageVersion("processx"),
-            version, iterations, rt_iterations, runs, format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")),
+            version, iterations, rt_iterations, connect_iterations, runs, format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")),
     sprintf("%d cores; stores sync_interval = %g s, timeout = %g s; links: plain %s, TLS %s\n",
             parallel::detectCores(), sync_interval, store_timeout, tls_version[["plain"]], tls_version[["tls"]]),
     "Load before: ", load_before, "\nLoad after:  ", load_after, "\n\n",
@@ -402,8 +424,11 @@ main <- function() {
     "|---|---|---|---|---|\n",
     rt_row("PING, plain", "ping_plain"), "\n", rt_row("PING, TLS", "ping_tls"), "\n",
     rt_row("EVALSHA (read script), plain", "eval_plain"), "\n", rt_row("EVALSHA (read script), TLS", "eval_tls"), "\n",
+    rt_row("a new connection and a PING, plain", "connect_plain"), "\n",
+    rt_row("a new connection (TLS handshake, verified) and a PING, TLS", "connect_tls"), "\n",
     "\n| TLS / plain | median (range of runs) | p99 (range of runs) | p99 of every iteration |\n|---|---|---|---|\n",
     rt_ratio_row("PING", "ping_tls", "ping_plain"), "\n", rt_ratio_row("EVALSHA", "eval_tls", "eval_plain"), "\n",
+    rt_ratio_row("a new connection and a PING", "connect_tls", "connect_plain"), "\n",
     sprintf(paste("\nThe machine during the execute() runs (%.1f s of %.1f s; CPU seconds per second): R main thread %.2f,",
                   "sync thread plain %.4f, TLS %.4f; redis-server plain %.4f, TLS %.4f; other processes %.2f\n"),
             wall, bench_seconds, cpu[["main"]] / wall, cpu[["sync_plain"]] / wall, cpu[["sync_tls"]] / wall,
