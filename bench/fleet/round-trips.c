@@ -3,19 +3,32 @@
  * this measures it from outside, the same for any version of the package.
  *
  * scale.R compiles this file (`cc -shared -fPIC`) and starts each worker
- * with it in LD_PRELOAD. It wraps hiredis's redisAppendCommandArgv(),
- * redisAppendFormattedCommand() and redisGetReply() (redisCommandArgv()
- * calls these two through the PLT, so a plain command is seen too): per
- * thread, a round trip starts with the first command appended while none
- * is pending and ends with the reply that leaves none pending, so a
- * pipeline of several commands is one round trip. Each is recorded (thread
- * id, start, seconds, commands, first command's name, ok) in a fixed table;
- * the worker writes the table out with .C("cb_round_trips_dump", path). No
- * hiredis header is needed: the wrapped functions are found in the loaded
- * libhiredis and called with their arguments untouched. (R loads a
- * package's library, and so libhiredis, with RTLD_LOCAL: dlsym(RTLD_NEXT)
- * does not see it, but its symbols are still looked up in the global scope
- * first, where this library is.) */
+ * with it in LD_PRELOAD. It wraps two generations of hiredis use:
+ * - the package's own wire (inst/include/circuitbreaker/redis/wire.hpp,
+ *   plain TCP or TLS): hiredis only formats commands
+ *   (redisFormatCommandArgv(): a command appended) and parses replies
+ *   (redisReaderGetReply(): a reply when it returns REDIS_OK with a
+ *   non-NULL reply; REDIS_ERR is a failed round trip, and so is
+ *   redisReaderFree() of a reader while commands are pending: the wire
+ *   closes the connection on a timeout or an error, which frees its
+ *   reader);
+ * - older versions of the package, which used a redisContext:
+ *   redisAppendCommandArgv(), redisAppendFormattedCommand() and
+ *   redisGetReply() (redisCommandArgv() calls these through the PLT, so a
+ *   plain command is seen too).
+ * Inside one of the older functions the newer ones are not counted
+ * (hiredis may call them itself, through its PLT), so that a command is
+ * never counted twice. Per thread, a round trip starts with the first
+ * command appended while none is pending and ends with the reply that
+ * leaves none pending, so a pipeline of several commands is one round
+ * trip. Each is recorded (thread id, start, seconds, commands, first
+ * command's name, ok) in a fixed table; the worker writes the table out
+ * with .C("cb_round_trips_dump", path). No hiredis header is needed: the
+ * wrapped functions are found in the loaded libhiredis and called with
+ * their arguments untouched. (R loads a package's library, and so
+ * libhiredis, with RTLD_LOCAL: dlsym(RTLD_NEXT) does not see it, but its
+ * symbols are still looked up in the global scope first, where this
+ * library is.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
@@ -44,6 +57,9 @@ static _Thread_local int pending;
 static _Thread_local int commands;
 static _Thread_local double started;
 static _Thread_local char first[16];
+/* Inside a wrapped function of the older interface: the newer ones that
+ * hiredis calls from there are not counted again. */
+static _Thread_local int inside;
 
 static double wall(void) {
   struct timespec ts;
@@ -100,29 +116,76 @@ static void* hiredis_symbol(const char* name) {
 typedef int (*append_argv_fn)(void*, int, const char**, const size_t*);
 typedef int (*append_formatted_fn)(void*, const char*, size_t);
 typedef int (*get_reply_fn)(void*, void**);
+typedef int (*format_argv_fn)(char**, int, const char**, const size_t*);
+typedef int (*reader_get_reply_fn)(void*, void**);
+typedef void (*reader_free_fn)(void*);
 
+/* The older interface (a redisContext). */
 int redisAppendCommandArgv(void* c, int argc, const char** argv, const size_t* argvlen) {
   static append_argv_fn next;
   if (!next) next = (append_argv_fn)hiredis_symbol("redisAppendCommandArgv");
+  inside++;
   int status = next(c, argc, argv, argvlen);
-  if (status == 0 && argc > 0) appended(argv[0], argvlen ? argvlen[0] : strlen(argv[0]));
+  inside--;
+  if (status == 0 && argc > 0 && !inside) appended(argv[0], argvlen ? argvlen[0] : strlen(argv[0]));
   return status;
 }
 
 int redisAppendFormattedCommand(void* c, const char* cmd, size_t len) {
   static append_formatted_fn next;
   if (!next) next = (append_formatted_fn)hiredis_symbol("redisAppendFormattedCommand");
+  inside++;
   int status = next(c, cmd, len);
-  if (status == 0) appended("formatted", 9);
+  inside--;
+  if (status == 0 && !inside) appended("formatted", 9);
   return status;
 }
 
 int redisGetReply(void* c, void** reply) {
   static get_reply_fn next;
   if (!next) next = (get_reply_fn)hiredis_symbol("redisGetReply");
+  inside++;
   int status = next(c, reply);
-  replied(status == 0);
+  inside--;
+  if (!inside) replied(status == 0);
   return status;
+}
+
+/* The package's own wire: hiredis formats and parses, nothing else. A
+ * formatted command is one appended (the wire sends what it formats). */
+int redisFormatCommandArgv(char** target, int argc, const char** argv, const size_t* argvlen) {
+  static format_argv_fn next;
+  if (!next) next = (format_argv_fn)hiredis_symbol("redisFormatCommandArgv");
+  int n = next(target, argc, argv, argvlen);
+  if (n > 0 && argc > 0 && !inside) appended(argv[0], argvlen ? argvlen[0] : strlen(argv[0]));
+  return n;
+}
+
+/* REDIS_OK (0) with a reply: one reply; REDIS_OK without: no complete
+ * reply yet (the wire asks before every read, and until none is left);
+ * REDIS_ERR: a protocol error, the connection is dropped. */
+int redisReaderGetReply(void* r, void** reply) {
+  static reader_get_reply_fn next;
+  if (!next) next = (reader_get_reply_fn)hiredis_symbol("redisReaderGetReply");
+  int status = next(r, reply);
+  if (!inside) {
+    if (status != 0) {
+      replied(0);
+    } else if (reply && *reply) {
+      replied(1);
+    }
+  }
+  return status;
+}
+
+/* A reader freed while this thread waits for replies: the wire closed the
+ * connection (a timeout, a write or read that failed, the peer gone), so
+ * the round trip failed, and it ends now. */
+void redisReaderFree(void* r) {
+  static reader_free_fn next;
+  if (!next) next = (reader_free_fn)hiredis_symbol("redisReaderFree");
+  if (!inside && r && pending > 0) replied(0);
+  next(r);
 }
 
 /* .C("cb_round_trips_dump", path): the table so far, tab-separated. */

@@ -1,6 +1,7 @@
 # One R process of bench/fleet/scale.R (started as `Rscript scale-worker.R
 # <dir>`). It reads <dir>/config.rds, makes one breaker_store_redis() per
-# prefix it is given (each prefix is a store of its own in this process:
+# prefix it is given (over TLS when the config has `tls`: the store's `tls`
+# argument, and the probe's connection too) (each prefix is a store of its own in this process:
 # its own FleetSync, so its own connections and sync thread), and in each
 # store `breakers` fleet breakers. It writes <dir>/created.rds (how long
 # each store's breakers took to make) and then, until the file <dir>/stop
@@ -14,8 +15,9 @@
 # the file <dir>/probe exists, times one PING on a connection of its own
 # (what a round trip waits at Redis then; scale.R creates the file after
 # its CPU window, so that these PINGs do not count as the stores' cost).
-# At the stop file it writes <dir>/samples.rds (with, when scale.R
-# preloaded round-trips.c, every round trip of the process) and ends. It also ends,
+# At the stop file it writes <dir>/samples.rds (with the TLS version each
+# store's link reports, and, when scale.R preloaded round-trips.c, every
+# round trip of the process) and ends. It also ends,
 # without writing, when its parent (`parent_pid`) is gone or after
 # `lifetime` seconds, whatever happens.
 
@@ -54,7 +56,13 @@ link_of <- function(cb) {
 tasks <- function() length(list.files("/proc/self/task"))
 threads_before <- tasks()
 stores <- lapply(cfg$prefixes, function(p) {
-  breaker_store_redis(cfg$url, prefix = p, sync_interval = cfg$sync_interval, timeout = cfg$timeout)
+  # `tls` only when given: a version of the package before TLS has no such argument.
+  if (is.null(cfg$tls)) {
+    breaker_store_redis(cfg$url, prefix = p, sync_interval = cfg$sync_interval, timeout = cfg$timeout)
+  } else {
+    breaker_store_redis(cfg$url, prefix = p, sync_interval = cfg$sync_interval, timeout = cfg$timeout,
+                        tls = cfg$tls)
+  }
 })
 breakers <- vector("list", length(stores))
 created <- data.frame(prefix = cfg$prefixes, seconds = NA_real_, errors = 0L)
@@ -90,7 +98,11 @@ if (!is.null(cfg$r_nice) && cfg$r_nice > tools::psnice(Sys.getpid())) {
 }
 
 # 2. Idle or busy until told to stop; samples all along.
-probe <- tryCatch(circuitbreaker:::cb_redis_connect(cfg$url, 1), error = function(e) NULL)
+probe <- tryCatch(if (is.null(cfg$tls)) {
+  circuitbreaker:::cb_redis_connect(cfg$url, 1)
+} else {
+  circuitbreaker:::cb_redis_connect(cfg$url, 1, cfg$tls)
+}, error = function(e) NULL)
 ping <- function() {
   if (is.null(probe)) return(NA_real_)
   t0 <- now()
@@ -136,8 +148,15 @@ if (file.exists(file.path(dir, "stop"))) {
   fields <- unique(unlist(lapply(samples, names)))
   rows <- do.call(rbind, lapply(samples, function(x) x[fields]))
   colnames(rows) <- fields
+  # The TLS version of each store's link ("off" for plain TCP; NA where the
+  # version reports none).
+  link_tls <- vapply(firsts, function(cb) {
+    if (is.null(cb)) return(NA_character_)
+    tls <- tryCatch(circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)$tls, error = function(e) NULL)
+    if (is.null(tls) || !length(tls)) NA_character_ else as.character(tls)
+  }, "")
   out <- list(samples = as.data.frame(rows), pings = as.data.frame(do.call(rbind, pings)), calls = calls,
-              pid = Sys.getpid())
+              pid = Sys.getpid(), tls = link_tls)
   # Every round trip to Redis of this process (round-trips.c, in
   # LD_PRELOAD when scale.R could compile it).
   shim <- Sys.getenv("CB_ROUND_TRIPS_SO")

@@ -35,11 +35,24 @@
 #                                              a sync thread queued behind eight busy R
 #                                              threads measures them, not Redis; on Linux a
 #                                              thread's niceness is its own
+#   --tls [no|yes|both] FLEET_SCALE_TLS        the stores over TLS (default no): "yes" starts
+#                                              the redis-server TLS-only, with a CA and a
+#                                              server certificate of redis_tls_certs()
+#                                              (inst/redis/redis-tls.R, made in the run's
+#                                              temporary folder), and the workers' stores
+#                                              and probes use rediss:// with tls =
+#                                              list(ca_file = <the CA>); "both" runs each
+#                                              scenario twice back to back, on a plain server
+#                                              and then on a TLS one (both started at the
+#                                              beginning, each idle while the other is
+#                                              measured), with the same options, and ends
+#                                              with a table of the two; --tls alone is "yes"
 #   --help            this text
 #
 # One redis-server on 127.0.0.1 (a free port, no persistence), started the
-# one way (bench/harness/redis.R). sync_interval 0.1 s, timeout 0.1 s (the
-# defaults). Each scenario starts its own worker processes
+# one way (bench/harness/redis.R; TLS-only with --tls, bench/harness/
+# redis-tls.R; with --tls both, one of each). sync_interval 0.1 s, timeout
+# 0.1 s (the defaults). Each scenario starts its own worker processes
 # (bench/fleet/scale-worker.R), which make the stores and breakers and are
 # stopped at its end; Redis is emptied (FLUSHALL) between the two.
 #
@@ -59,13 +72,17 @@
 # link (what `circuitbreaker:::
 # cb_fleet_info()` says, sampled every 20 ms in its process): syncs/s, failed
 # syncs, the share of samples in mode "fleet", sync_lag, and the gaps
-# between two completed syncs (last_sync). The package exposes no per-sync
+# between two completed syncs (last_sync); with TLS, the TLS version each
+# store's link reports. The package exposes no per-sync
 # round trip, so the script measures it from outside: it compiles
 # bench/fleet/round-trips.c (with `cc`) and preloads it into the workers
 # (LD_PRELOAD), where it times every round trip through hiredis, per thread
-# (a pipeline counts as one); the sync round trips are those of the
+# (a pipeline counts as one): hiredis's RESP writer and reader, which the
+# package's own wire (plain or TLS) uses, or its redisContext for older
+# versions; the sync round trips are those of the
 # threads other than R's, but for the connection's set-up (SUBSCRIBE, AUTH,
-# SELECT, SCRIPT, HELLO, CLIENT). Without a C compiler, the mean gap between
+# SELECT, SCRIPT, HELLO, CLIENT, ROLE, SENTINEL; the TLS handshake is not a
+# round trip). Without a C compiler, the mean gap between
 # two syncs minus sync_interval (a sync starts one sync_interval, +-10%
 # jitter, after the previous one ended) stands in for the mean round trip,
 # which holds only while no sync is woken early (idle). Per process also,
@@ -77,7 +94,8 @@
 # The targets of issue 21 are reported met or MISSED: idle, Redis at most 5%
 # of one core; busy, at most 50% and every process's sync round trip (its
 # p99) under 20% of timeout. About 7 minutes with the defaults on 2 busy
-# vCPUs, most of it making the 64,000 idle breakers. Exit status: 0 when the run completed (met or not), 2 for
+# vCPUs, most of it making the 64,000 idle breakers (twice that with --tls both;
+# the busy scenario alone, --idle 0, about a minute per server). Exit status: 0 when the run completed (met or not), 2 for
 # a bad option, 1 for any other error. Every process, the redis-server and
 # the files are removed on the way out, also on an error or an interrupt;
 # the workers end by themselves when this process dies.
@@ -91,6 +109,7 @@ spec <- list(
   warmup = list(env = "FLEET_SCALE_WARMUP", flag = FALSE, min = 0, max = 120, whole = FALSE),
   "worker-nice" = list(env = "FLEET_SCALE_WORKER_NICE", flag = FALSE, min = 0, max = 19, whole = TRUE),
   "r-nice" = list(env = "FLEET_SCALE_R_NICE", flag = FALSE, min = 0, max = 19, whole = TRUE),
+  tls = list(env = "FLEET_SCALE_TLS", flag = TRUE),
   help = list(env = NA_character_, flag = TRUE)
 )
 defaults <- list(connections = 64, processes = 8, idle = 1000, busy = 100, seconds = 10, warmup = 5,
@@ -104,8 +123,8 @@ probe_seconds <- 5  # the PING probes' window, after the CPU window
 this_file <- gsub("~+~", " ", sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]), fixed = TRUE)
 # usage(), bad_option(), parse_options(), as_flag(), as_bounded_number();
 # new_stoppers(); now(), process_cpu(), busy_cpu_seconds(); fmt_n(),
-# verdict(); redis_server_start():
-for (file in c("options.R", "processes.R", "clock.R", "format.R", "redis.R")) {
+# verdict(); redis_server_start(); redis_tls_certs(), redis_tls_server_start():
+for (file in c("options.R", "processes.R", "clock.R", "format.R", "redis.R", "redis-tls.R")) {
   source(file.path(dirname(this_file), "..", "harness", file))
 }
 home <- normalizePath(dirname(this_file), mustWork = TRUE)
@@ -113,8 +132,8 @@ home <- normalizePath(dirname(this_file), mustWork = TRUE)
 # ---------------------------------------------------------------------------
 # Redis: commands on a connection of this process, and INFO
 
-redis_client <- function(url) {
-  conn <- circuitbreaker:::cb_redis_connect(url, 30)
+redis_client <- function(url, tls = NULL) {
+  conn <- circuitbreaker:::cb_redis_connect(url, 30, tls)
   function(...) {
     reply <- circuitbreaker:::cb_redis_call(conn, c(...))
     if (isTRUE(attr(reply, "redis_error"))) stop("Redis: ", reply)
@@ -172,22 +191,23 @@ compile_round_trips <- function(dir, say) {
 sync_round_trips <- function(o, t0, t1) {
   rt <- o$round_trips
   if (is.null(rt) || !nrow(rt)) return(NULL)
-  setup <- c("SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "AUTH", "SELECT", "SCRIPT", "HELLO", "CLIENT")
+  setup <- c("SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "AUTH", "SELECT", "SCRIPT", "HELLO", "CLIENT", "ROLE",
+             "SENTINEL")
   rt <- rt[rt$tid != o$pid & !toupper(rt$name) %in% setup & rt$start >= t0 & rt$start <= t1, , drop = FALSE]
   if (nrow(rt)) rt$pid <- o$pid
   rt
 }
 
-start_workers <- function(kind, url, n_breakers, opts, dir, cleanup, shim) {
+start_workers <- function(kind, url, tls, n_breakers, opts, dir, cleanup, shim) {
   groups <- split(seq_len(opts$connections), rep_len(seq_len(opts$processes), opts$connections))
   lifetime <- 600 + 0.1 * n_breakers * max(lengths(groups)) + opts$warmup + opts$seconds
   lapply(seq_along(groups), function(i) {
     w <- new.env(parent = emptyenv())
     w$id <- i
-    w$dir <- file.path(dir, sprintf("%s-%d", kind, i))
+    w$dir <- file.path(dir, sprintf("%s-%s-%d", kind, if (is.null(tls)) "plain" else "tls", i))
     w$prefixes <- sprintf("scale-%s-c%03d", kind, groups[[i]])
     dir.create(w$dir)
-    saveRDS(list(url = url, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
+    saveRDS(list(url = url, tls = tls, prefixes = w$prefixes, breakers = n_breakers, kind = kind, worker = i,
                  sync_interval = sync_interval, timeout = timeout, sample_every = sample_every,
                  parent_pid = Sys.getpid(), lifetime = lifetime,
                  r_nice = opts[["r-nice"]], worker_nice = opts[["worker-nice"]]),
@@ -248,15 +268,19 @@ store_figures <- function(s, t0, t1) {
   )
 }
 
-run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, say) {
+run_scenario <- function(kind, n_breakers, server, opts, dir, shim, say) {
+  url <- server$url
+  tls <- server$client_tls
+  redis <- redis_client(url, tls)
   cleanup <- new_stoppers()
   on.exit(cleanup$stop_all())
   redis("FLUSHALL")
   load_before <- trimws(system2("uptime", stdout = TRUE))
-  say(sprintf("\n%s: %d connections in %d processes, %s %s breakers each (%s in all)\n", toupper(kind),
-              opts$connections, opts$processes, fmt_n(n_breakers), kind, fmt_n(n_breakers * opts$connections)))
+  say(sprintf("\n%s%s: %d connections in %d processes, %s %s breakers each (%s in all), %s\n", toupper(kind),
+              if (is.null(tls)) "" else " over TLS", opts$connections, opts$processes, fmt_n(n_breakers), kind,
+              fmt_n(n_breakers * opts$connections), format(Sys.time(), "%H:%M:%S UTC", tz = "UTC")))
   t_start <- now()
-  workers <- start_workers(kind, url, n_breakers, opts, dir, cleanup, shim)
+  workers <- start_workers(kind, url, tls, n_breakers, opts, dir, cleanup, shim)
   per_worker <- n_breakers * max(lengths(lapply(workers, function(w) w$prefixes)))
   wait_files(workers, "created.rds", 120 + 0.1 * per_worker)
   made_in <- now() - t_start
@@ -326,7 +350,8 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
       calls = if (nrow(p) > 1L) (max(p$calls) - min(p$calls)) / (max(p$at) - min(p$at)) else NA_real_
     )
   }
-  list(kind = kind, n = n_breakers, opts = opts, made_in = made_in, created = created, window = window,
+  links_tls <- unlist(lapply(out, `[[`, "tls"))
+  list(kind = kind, tls = !is.null(tls), links_tls = links_tls, n = n_breakers, opts = opts, made_in = made_in, created = created, window = window,
        redis_cpu = redis_cpu, redis_cpu_proc = (proc1 - proc0) / window,
        machine_busy = (busy1 - busy0) / window, load_before = load_before, load_after = load_after,
        commands_per_s = num(all, "total_commands_processed") / window,
@@ -345,9 +370,9 @@ run_scenario <- function(kind, n_breakers, url, redis, server, opts, dir, shim, 
 
 report <- function(r, say) {
   o <- r$opts
-  say(sprintf("\n## %s: %s %s breakers per connection, %d connections in %d processes (%s breakers)\n\n",
-              if (r$kind == "idle") "A. Idle" else "B. Busy", fmt_n(r$n), r$kind, o$connections,
-              o$processes, fmt_n(r$n * o$connections)))
+  say(sprintf("\n## %s%s: %s %s breakers per connection, %d connections in %d processes (%s breakers)\n\n",
+              if (r$kind == "idle") "A. Idle" else "B. Busy", if (r$tls) ", over TLS" else "", fmt_n(r$n), r$kind,
+              o$connections, o$processes, fmt_n(r$n * o$connections)))
   say("Load before: ", r$load_before, "\nLoad after:  ", r$load_after, "\n\n")
   cr <- r$created
   syncs <- vapply(r$per_store, `[[`, 1, "syncs_per_s")
@@ -374,6 +399,13 @@ report <- function(r, say) {
       sprintf("%d; %s; %d", sum(r$created$threads_added[!duplicated(r$created$worker)]),
               if (measured) as.character(nrow(unique(rts[c("pid", "tid")]))) else "-", o$connections)),
     c("subscriptions (SUBSCRIBE: made after a good sync, dropped with a failed one)", subs),
+    c("the stores' links: TLS (each store's first breaker, cb_fleet_info()$tls, at the end)",
+      if (length(r$links_tls)) {
+        tab <- table(r$links_tls)
+        paste(sprintf("%s %d", names(tab), as.integer(tab)), collapse = ", ")
+      } else {
+        "-"
+      }),
     c(sprintf("**Redis CPU, %% of one core** (INFO cpu over %.1f s; /proc)", r$window),
       sprintf("**%s** (%s); target at most %s: %s", pct(r$redis_cpu), pct(r$redis_cpu_proc), pct(target_cpu),
               verdict(r$redis_cpu <= target_cpu))),
@@ -430,17 +462,81 @@ report <- function(r, say) {
   say(sprintf(paste("\nEvery process's sync round trip under 20%% of timeout (%s; judged on each process's p99%s):",
                     "worst %s (%s): %s\n"), ms(0.2 * timeout), if (measured) "" else ", estimated mean",
               ms(worst), pct(worst / timeout), if (is.finite(worst)) verdict(worst < 0.2 * timeout) else "MISSED"))
+  # What the comparison of a plain and a TLS run (--tls both) reads.
+  calls <- sum(vapply(r$per_process, function(p) if (is.na(p$calls)) 0 else p$calls, 0))
+  reports <- if ("cmdstat_hmget" %in% names(r$commands)) r$commands[["cmdstat_hmget"]] / r$window else NA_real_
+  invisible(list(kind = r$kind, tls = r$tls, redis_cpu = r$redis_cpu, redis_cpu_proc = r$redis_cpu_proc,
+                 calls = calls, asked = if (r$kind == "busy") o$connections * r$n / sync_interval else NA_real_,
+                 reports = reports,
+                 machine_busy = r$machine_busy, commands_per_s = r$commands_per_s,
+                 evalsha_per_s = r$evalsha_calls / r$window, evalsha_usec = r$evalsha_usec,
+                 syncs_per_s = stats::median(syncs), failures = failures, fleet = mean(fleet),
+                 measured = measured, rt_p50 = q(rt_all, 0.5), rt_p99 = q(rt_all, 0.99),
+                 rt_max = max(rt_all, -Inf), rt_failed = if (measured) sum(rts$ok == 0) else NA_real_,
+                 rt_n = length(rt_all), worst_p99 = worst, gap_mean = mean(gaps)))
+}
+
+# With --tls both: each scenario, plain against TLS, from report()'s figures.
+compare <- function(figures, say) {
+  for (kind in unique(vapply(figures, `[[`, "", "kind"))) {
+    f <- Filter(function(x) x$kind == kind, figures)
+    plain <- Filter(function(x) !x$tls, f)
+    tls <- Filter(function(x) x$tls, f)
+    if (!length(plain) || !length(tls)) next
+    a <- plain[[1]]
+    b <- tls[[1]]
+    ratio <- function(x, y) if (is.finite(x) && is.finite(y) && y > 0) fmt_x(x / y) else "-"
+    row <- function(label, x, y, f) say(sprintf("| %s | %s | %s | %s |\n", label, f(x), f(y), ratio(y, x)))
+    say(sprintf("\n## %s: plain against TLS (run back to back, same options)\n\n", if (kind == "idle") "A. Idle" else "B. Busy"))
+    say("| measure | plain (redis://) | TLS (rediss://) | TLS / plain |\n|---|---|---|---|\n")
+    row("**Redis CPU, % of one core** (INFO cpu)", a$redis_cpu, b$redis_cpu, pct)
+    row("Redis CPU from /proc", a$redis_cpu_proc, b$redis_cpu_proc, pct)
+    row("machine: cores busy (of 2)", a$machine_busy, b$machine_busy, function(x) sprintf("%.2f", x))
+    if (kind == "busy") {
+      row(sprintf("calls/s made by all workers (asked: %s)", fmt_n(a$asked)), a$calls, b$calls, fmt_n)
+    }
+    row("breaker reports/s (HMGET: one per breaker with news per sync)", a$reports, b$reports, fmt_n)
+    row("Redis CPU per breaker report", a$redis_cpu / a$reports * 1e6, b$redis_cpu / b$reports * 1e6,
+        function(x) if (is.finite(x)) sprintf("%.1f us", x) else "-")
+    row("commands/s", a$commands_per_s, b$commands_per_s, fmt_n)
+    row("EVALSHA/s", a$evalsha_per_s, b$evalsha_per_s, fmt_n)
+    row("Redis time per EVALSHA (commandstats)", a$evalsha_usec, b$evalsha_usec, function(x) sprintf("%.1f us", x))
+    row("syncs/s per store (median)", a$syncs_per_s, b$syncs_per_s, function(x) sprintf("%.2f", x))
+    row("failed syncs (all stores)", a$failures, b$failures, fmt_n)
+    row("share of samples in mode \"fleet\"", a$fleet, b$fleet, pct)
+    if (a$measured && b$measured) {
+      row("**sync round trip p50** (all stores)", a$rt_p50, b$rt_p50, ms)
+      row("**sync round trip p99** (all stores)", a$rt_p99, b$rt_p99, ms)
+      row("sync round trip max", a$rt_max, b$rt_max, ms)
+      row("sync round trips timed", a$rt_n, b$rt_n, fmt_n)
+      row("failed sync round trips", a$rt_failed, b$rt_failed, fmt_n)
+      row("sync round trip p99 of the worst process", a$worst_p99, b$worst_p99, ms)
+    } else {
+      row("sync round trip, mean (estimated: mean gap - sync_interval)", a$gap_mean - sync_interval,
+          b$gap_mean - sync_interval, ms)
+    }
+  }
 }
 
 # ---------------------------------------------------------------------------
 
-values <- parse_options(commandArgs(TRUE), spec)
+args <- commandArgs(TRUE)
+# --tls is a flag that may take a value: "--tls both" is "--tls=both".
+at <- which(args == "--tls" & c(args[-1], "") %in% c("no", "yes", "both"))
+if (length(at)) {
+  args[at] <- paste0("--tls=", args[at + 1L])
+  args <- args[-(at + 1L)]
+}
+values <- parse_options(args, spec)
 if (as_flag(values$help, "help")) usage(0, this_file)
 opts <- list()
 for (name in names(defaults)) {
   opts[[name]] <- if (is.null(values[[name]])) defaults[[name]] else as_bounded_number(values[[name]], name, spec)
 }
 if (opts$processes > opts$connections) bad_option("--processes must be at most --connections")
+tls_mode <- if (is.null(values$tls)) "no" else tolower(values$tls)
+tls_mode <- switch(tls_mode, "true" = , "1" = , "yes" = "yes", "false" = , "0" = , "no" = "no", "both" = "both",
+                   bad_option("--tls must be no, yes or both, not \"", values$tls, "\""))
 # An R thread never runs above its process (--r-nice's range starts there).
 opts[["r-nice"]] <- max(opts[["r-nice"]], opts[["worker-nice"]])
 
@@ -467,21 +563,40 @@ status <- tryCatch(
         dir.create(dir)
         cleanup$add(function() unlink(dir, recursive = TRUE))
         shim <- compile_round_trips(dir, say)
-        server <- redis_server_start(dir, args = c("--maxclients", "10000"))
-        cleanup$add(server$stop)
-        redis <- redis_client(server$url)
+        servers <- list()
+        if (tls_mode != "yes") {
+          dir.create(file.path(dir, "redis-plain"))
+          servers$plain <- redis_server_start(file.path(dir, "redis-plain"), args = c("--maxclients", "10000"))
+          cleanup$add(servers$plain$stop)
+        }
+        if (tls_mode != "no") {
+          if (!circuitbreaker:::cb_redis_tls_available()) stop("this circuitbreaker was built without TLS (OpenSSL)")
+          for (sub in c("certs", "redis-tls")) dir.create(file.path(dir, sub))
+          certs <- redis_tls_certs(file.path(dir, "certs"))
+          servers$tls <- redis_tls_server_start(file.path(dir, "redis-tls"), certs, args = c("--maxclients", "10000"))
+          cleanup$add(servers$tls$stop)
+        }
+        redis <- redis_client(servers[[1]]$url, servers[[1]]$client_tls)
         version <- sub("^.*redis_version:([^\r\n]*).*$", "\\1", paste(redis("INFO", "server"), collapse = "\n"))
         say(sprintf("Fleet store at scale: circuitbreaker %s (%s), redis-server %s on 127.0.0.1, %s\n",
                     format(utils::packageVersion("circuitbreaker")), find.package("circuitbreaker"), version,
                     format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")))
         say(sprintf(paste("sync_interval %g s, timeout %g s; window %g s after %g s of warm-up; workers at nice %d,",
-                          "their R threads at nice %d\n"),
+                          "their R threads at nice %d; %s\n"),
                     sync_interval, timeout, opts$seconds, opts$warmup, opts[["worker-nice"]],
-                    opts[["r-nice"]]))
+                    opts[["r-nice"]], switch(tls_mode, no = "plain TCP (redis://)",
+                                             yes = "TLS (rediss://, tls = list(ca_file = <the test CA>))",
+                                             both = "each scenario on plain TCP, then over TLS")))
         t0 <- now()
         # Each scenario's report as soon as it is measured.
-        if (opts$idle > 0) report(run_scenario("idle", opts$idle, server$url, redis, server, opts, dir, shim, say), say)
-        if (opts$busy > 0) report(run_scenario("busy", opts$busy, server$url, redis, server, opts, dir, shim, say), say)
+        figures <- list()
+        for (kind in c("idle", "busy")) {
+          if (opts[[kind]] == 0) next
+          for (server in servers) {
+            figures[[length(figures) + 1L]] <- report(run_scenario(kind, opts[[kind]], server, opts, dir, shim, say), say)
+          }
+        }
+        if (length(servers) > 1L) compare(figures, say)
         say(sprintf("\nTotal %.0f s.\n", now() - t0))
       },
       finally = cleanup$stop_all()
