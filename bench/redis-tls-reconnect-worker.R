@@ -8,13 +8,16 @@
 # timed), calls an in-process breaker the same way (the control: how long a
 # call that never involves Redis takes in this process at that moment), and
 # reads each breaker's $metrics() (mode and last_error), keeping every
-# change of mode and of the link's last error with the time of the read. Every 0.1 s it writes <dir>/status (atomically): the
+# change of mode and of the link's last error with the time of the read.
+# Every 0.1 s it writes <dir>/status (atomically): the
 # time, how many breakers are in mode "fleet" now, and for each the time it
 # last turned "local" (NA if never), which the driver waits on. At the stop
 # file it writes <dir>/result.rds: every call's start and duration (and the
 # control's), the mode changes, the last errors, and the stores' sync counts and failures. It also ends, without
 # writing, when its parent (`parent_pid`) is gone or after `lifetime`
 # seconds, whatever happens.
+# nolint start: line_length_linter, object_usage_linter. (Report tables built from long format
+# strings; the helpers come from bench/harness/, sourced below, which the linter cannot follow.)
 args <- commandArgs(TRUE)
 dir <- args[[1]]
 cfg <- readRDS(file.path(dir, "config.rds"))
@@ -133,3 +136,5 @@ if (file.exists(file.path(dir, "stop"))) {
   saveRDS(out, file.path(dir, "result.tmp"))
   file.rename(file.path(dir, "result.tmp"), file.path(dir, "result.rds"))
 }
+
+# nolint end

@@ -195,11 +195,14 @@ inline Node read_node(RedisConnection& c, bool cluster, const FleetSpec& spec,
 }  // namespace round_trip_detail
 
 // One sync of `members` over `router` (see the header); a PING for each
-// node when there are none and `ping_idle`. True when at least one node
+// node when there are none and `ping_idle`. A node's new connection may
+// take `connect_timeout` (at least `timeout`: the sync thread's TLS
+// handshakes, which no caller waits for). True when at least one node
 // answered.
 inline bool fleet_sync(RedisRouter& router, const FleetSpec& spec,
                        const std::vector<FleetMember*>& members, FleetLink& link,
-                       bool ping_idle) {
+                       bool ping_idle, Nanos connect_timeout = 0) {
+  if (connect_timeout < spec.timeout) connect_timeout = spec.timeout;
   using round_trip_detail::Item;
   using round_trip_detail::Node;
   // Each step is bounded by `timeout`: finding the topology, a node's
@@ -252,7 +255,7 @@ inline bool fleet_sync(RedisRouter& router, const FleetSpec& spec,
     std::map<RedisNodeAddress, bool> was_open;
     for (auto& [at, idx] : groups) {
       was_open[at] = router.is_open(at);
-      RedisConnection* c = router.node(e, at, SteadyClock::now() + spec.timeout,
+      RedisConnection* c = router.node(e, at, SteadyClock::now() + connect_timeout,
                                        fleet_scripts_ready, fleet_load_scripts);
       if (c != nullptr) c->set_timeout(spec.timeout);
       if (c != nullptr && round_trip_detail::write(*c, cluster, spec, items, idx)) {

@@ -44,6 +44,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -417,7 +418,11 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   FleetLink link_;
   // Single server or Cluster (transport.hpp): what both threads know.
   const std::shared_ptr<ClusterView> view_ = std::make_shared<ClusterView>();
-  FleetTransport conn_{view_};    // the sync thread's
+  // The sync thread's: it gives a TLS handshake up to a second (a fleet
+  // reconnecting at once on a busy machine misses 0.1 s; no call waits).
+  FleetTransport conn_{view_, spec_.endpoint.tls.enabled
+                                  ? std::max(spec_.timeout, kNanosPerSecond)
+                                  : spec_.timeout};
   FleetSubscription sub_;         // the sync thread's
   FleetTransport caller_{view_};  // the caller's thread, under caller_mutex_
   std::mutex caller_mutex_;

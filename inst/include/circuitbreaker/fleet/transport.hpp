@@ -29,7 +29,11 @@ namespace circuitbreaker {
 
 class FleetTransport {
  public:
-  explicit FleetTransport(std::shared_ptr<ClusterView> view) : router_(std::move(view)) {}
+  // `connect_timeout`: how long a sync may take to make a node's connection
+  // (0: the store's timeout). The sync thread's may be longer than the
+  // timeout, since no call waits for it; the callers' never is.
+  explicit FleetTransport(std::shared_ptr<ClusterView> view, Nanos connect_timeout = 0)
+      : router_(std::move(view)), connect_timeout_(connect_timeout) {}
 
   bool cluster() const noexcept { return router_.cluster(); }
   std::string error() const { return router_.error(); }
@@ -37,7 +41,7 @@ class FleetTransport {
   // A sync of `members` (round_trip.hpp; with none, a PING of each node).
   bool sync(const FleetSpec& spec, const std::vector<FleetMember*>& members,
             FleetLink& link, bool ping_idle) {
-    return fleet_sync(router_, spec, members, link, ping_idle);
+    return fleet_sync(router_, spec, members, link, ping_idle, connect_timeout_);
   }
 
   // Connected (and found out), for a caller that found its connection
@@ -82,6 +86,7 @@ class FleetTransport {
 
  private:
   RedisRouter router_;
+  const Nanos connect_timeout_;
 };
 
 // What one breaker's link says (`store`: the store's): on a cluster, its

@@ -237,7 +237,8 @@ class RedisConnection {
          error_.find("reset by peer") != std::string::npos)) {
       error_ += " before any answer (a TLS port? use rediss://)";
     } else if (fresh_ && endpoint_.tls.enabled && endpoint_.tls.cert_file.empty() &&
-               error_.find("TLS:") == std::string::npos) {
+               (error_.find("closed the connection") != std::string::npos ||
+                error_.find("reset by peer") != std::string::npos)) {
       // TLS 1.3: a server that wants a client certificate says so after the
       // handshake, and its alert can be lost to the connection's reset.
       error_ +=
