@@ -210,6 +210,45 @@ TEST_CASE("TLS: mutual authentication", "[redis-wire]") {
   CHECK_THAT(ping(e), Catch::Contains("does not match"));
 }
 
+// Managed services that disable CLUSTER (an ACL, a policy) are single
+// endpoints: the refusal is an answer, not a failure.
+TEST_CASE("a refused CLUSTER SLOTS means a single endpoint; the store syncs",
+          "[redis-wire]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection admin;
+  if (!server.connect(admin)) return cbredis::skipped();
+  REQUIRE(cbredis::reply_text(admin.command({"ACL", "SETUSER", "nocluster", "on", ">pw",
+                                             "~*", "&*", "+@all", "-cluster"})) == "OK");
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.endpoint.username = "nocluster";
+  spec.endpoint.password = "pw";
+  spec.endpoint.has_password = true;
+  spec.prefix = "nocluster";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 500 * cb::kNanosPerMs;
+  cb::RedisConnection user;
+  REQUIRE(user.connect(spec.endpoint, cb::kNanosPerSecond));
+  const cb::RedisReply refused = user.command({"CLUSTER", "SLOTS"});
+  REQUIRE(refused);
+  CHECK(refused->is_error("NOPERM"));
+  cb::Config config;
+  config.failure_threshold = 1;
+  {
+    auto sync = cb::FleetSync::for_spec(spec);
+    auto member = sync->join("b", config);
+    auto handle = std::make_unique<cb::FleetHandle>(member, sync);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!sync->stats().linked && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(sync->stats().linked);
+    CHECK(std::string(sync->topology()) == "single");
+    CHECK(sync->stats().tls == "off");
+    handle.reset();
+  }
+}
+
 TEST_CASE("scripts by source: EVALSHA, EVAL after NOSCRIPT, then EVALSHA again",
           "[redis-wire]") {
   auto server = tls_server(certs().server, certs().server_key);
