@@ -185,6 +185,40 @@ TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-
 // restarted Redis does the same) is replaced: the store subscribes again
 // (each subscription asks for a read of every breaker), and messages reach
 // it again.
+// Managed services drop idle connections (Aiven after 300 s, Azure after
+// 10 min): an idle subscription sends a PING every keep_alive, which the
+// server sees as the subscribed client's last command, and the
+// subscription stays the same client.
+TEST_CASE("an idle subscription is kept alive with PINGs", "[fleet-sync]") {
+  cbredis::RedisServer server;
+  cb::RedisConnection redis;
+  if (!server.connect(redis)) return cbredis::skipped();
+  cb::FleetSpec spec;
+  spec.endpoint = server.endpoint;
+  spec.prefix = "keepalive";
+  spec.sync_interval = 20 * cb::kNanosPerMs;
+  spec.timeout = 200 * cb::kNanosPerMs;
+  spec.keep_alive = 100 * cb::kNanosPerMs;
+  cb::Config config;
+  {
+    Store one(spec, 1, config);
+    REQUIRE(wait_for([&] { return pubsub_ids(redis).size() == 1; }, 5));
+    const std::vector<std::string> before = pubsub_ids(redis);
+    const auto last_command = [&] {
+      const std::string list =
+          cbredis::reply_text(redis.command({"CLIENT", "LIST", "TYPE", "pubsub"}));
+      const std::size_t at = list.find(" cmd=");
+      return at == std::string::npos
+                 ? std::string()
+                 : list.substr(at + 5, list.find(' ', at + 5) - at - 5);
+    };
+    CHECK(last_command() == "subscribe");
+    CHECK(wait_for([&] { return last_command() == "ping"; }, 5));
+    CHECK(pubsub_ids(redis) == before);
+    CHECK(one.sync->subscriptions() == 1);
+  }
+}
+
 TEST_CASE("a subscription that ends is replaced, and every breaker read",
           "[fleet-sync]") {
   cbredis::RedisServer server;

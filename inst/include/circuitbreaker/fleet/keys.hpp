@@ -21,13 +21,18 @@ struct FleetSpec {
   Nanos timeout = 100 * kNanosPerMs;
   Nanos clock_offset = 0;  // tests: this process's clock, skewed
   std::int64_t key_ttl_ms = 24LL * 3600 * 1000;
+  // An idle connection (the subscription's, the caller's) gets a PING this
+  // often, so that proxies that drop idle connections keep it (tests
+  // shorten it).
+  Nanos keep_alive = 60 * kNanosPerSecond;
 
   // Processes that give the same spec share one FleetSync.
   std::string identity() const {
     return endpoint.host + '\n' + std::to_string(endpoint.port) + '\n' +
            std::to_string(endpoint.db) + '\n' + endpoint.username + '\n' +
            endpoint.password + '\n' + prefix + '\n' + std::to_string(sync_interval) +
-           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset) +
+           '\n' + std::to_string(timeout) + '\n' + std::to_string(clock_offset) + '\n' +
+           std::to_string(keep_alive) +
            (endpoint.sentinels ? '\n' + endpoint.sentinels->identity() : std::string()) +
            seed_identity() + '\n' + endpoint.tls.identity();
   }

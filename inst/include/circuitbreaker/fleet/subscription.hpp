@@ -37,9 +37,6 @@ namespace circuitbreaker {
 
 class FleetSubscription {
  public:
-  // A PING on an idle subscription at most this often.
-  static constexpr Nanos kKeepAlive = 60 * kNanosPerSecond;
-
   bool connected() const noexcept { return conn_.connected(); }
   int fd() const noexcept { return conn_.fd(); }
   bool ready() const noexcept { return conn_.ready(); }
@@ -97,10 +94,11 @@ class FleetSubscription {
     return any;
   }
 
-  // A PING when nothing came for kKeepAlive (its pong is read as an event,
-  // and ignored); a failed write drops the subscription.
-  void keep_alive(Nanos now) {
-    if (!conn_.connected() || now - active_ < kKeepAlive) return;
+  // A PING when nothing came for `every` (FleetSpec::keep_alive; its pong
+  // is read as an event, and ignored); a failed write drops the
+  // subscription.
+  void keep_alive(Nanos now, Nanos every) {
+    if (!conn_.connected() || now - active_ < every) return;
     active_ = now;
     if (!conn_.append({"PING"}) || !conn_.flush()) conn_.close();
   }

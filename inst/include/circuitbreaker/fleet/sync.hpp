@@ -362,8 +362,8 @@ class FleetSync : public std::enable_shared_from_this<FleetSync> {
   // the caller's when no call used it for as long (never waiting for one).
   void keep_alive() {
     const Nanos t = SteadyClock::now();
-    sub_.keep_alive(t);
-    if (t - caller_pinged_ >= FleetSubscription::kKeepAlive && caller_mutex_.try_lock()) {
+    sub_.keep_alive(t, spec_.keep_alive);
+    if (t - caller_pinged_ >= spec_.keep_alive && caller_mutex_.try_lock()) {
       std::lock_guard<std::mutex> g(caller_mutex_, std::adopt_lock);
       caller_pinged_ = t;
       caller_.keep_alive(spec_);
