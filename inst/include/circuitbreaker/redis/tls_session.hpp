@@ -114,8 +114,10 @@ class TlsContext {
   // The context for `o`, made on first use; nullptr, with `error` saying
   // which file or setting was refused.
   static std::shared_ptr<TlsContext> for_options(const RedisTls& o, std::string& error) {
-    static std::mutex mutex;
-    static std::map<std::string, std::shared_ptr<TlsContext>> cache;
+    // Never destroyed (as the sync registry): a detached sync thread may
+    // still use a context while the process exits.
+    static std::mutex& mutex = *new std::mutex;
+    static auto& cache = *new std::map<std::string, std::shared_ptr<TlsContext>>;
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> g(mutex);
     std::shared_ptr<TlsContext>& slot = cache[o.identity()];
