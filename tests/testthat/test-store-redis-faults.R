@@ -45,8 +45,16 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
     file.create(file.path(extra$done, Sys.getpid()))
     # Like a long-lived worker, stay until the fleet's close reaches this
     # copy.
-    extra$wait_until(function() identical(cb$state, "CLOSED"), timeout = 10, what = "the fleet's close")
-    list(result = res, mode = mode, state = cb$state)
+    # When it never does, what this copy and its link saw says why.
+    seen <- tryCatch({
+      extra$wait_until(function() identical(cb$state, "CLOSED"), timeout = 10, what = "the fleet's close")
+      NULL
+    }, wait_until_timeout = function(e) {
+      link <- circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr)
+      paste(c(conditionMessage(e), utils::capture.output(utils::str(link)),
+              utils::capture.output(utils::str(cb$metrics()))), collapse = "\n")
+    })
+    list(result = res, mode = mode, state = cb$state, seen = seen)
   }
   # A generous timeout: a lease that timed out on a slow machine would be a
   # probe on local rules, which is not what these tests are about.
@@ -93,7 +101,9 @@ expect_one_probe_and_closed <- function(server, name, race) {
   expect_identical(sum(vapply(race$res, function(r) identical(r$result, "ok"), TRUE)), 1L)
   # The probe's success closed the fleet breaker, and every copy of it.
   expect_true(wait_until(function() identical(server$fleet(name, "s"), 0)))
-  expect_identical(vapply(race$res, function(r) r$state, ""), rep("CLOSED", length(race$res)))
+  seen <- unlist(lapply(race$res, function(r) r$seen))
+  expect_identical(vapply(race$res, function(r) r$state, ""), rep("CLOSED", length(race$res)),
+                   info = paste(seen, collapse = "\n\n"))
 }
 
 test_that("after CLIENT KILL, exactly one probe goes out across the fleet and closes it", {

@@ -326,6 +326,9 @@ fleet_acl <- function(user, password, except = character()) {
 test_that("a least-privilege ACL user runs the store over TLS; one without EVALSHA is told NOPERM", {
   server <- local_redis_tls_server()
   certs <- server$certs
+  # The fleet breaker's bulkhead is a segment in this user's default store
+  # directory: removed after, with the directory when it made it.
+  local_default_store_directory()
   expect_identical(server$cli(fleet_acl("cbuser", "user-pw")), "OK")
   store <- tls_store(tls_url(server$port, "cbuser:user-pw@"), tls = list(ca_file = certs$ca))
   cb <- local_shared_breaker(store, "acl", fleet_args(failure_threshold = 2, recovery_timeout = 0.5,
