@@ -233,6 +233,71 @@ TEST_CASE(
   REQUIRE(transport.sync(spec, raw, link, true));
   for (auto* m : raw) CHECK_FALSE(m->has_news(cb::fleet_clock(spec)));
 
+  // A slot that its master no longer serves (CLUSTERDOWN Hash slot not
+  // served, as for a slot whose master failed, with
+  // cluster-require-full-coverage off): only the breakers of that slot wait
+  // and run on local rules; the master's other breakers sync, and its
+  // health is not marked down by a lease on that slot either.
+  cb::FleetMember* unserved = nullptr;
+  for (auto* m : raw) {
+    const std::uint16_t s = cb::cluster_key_slot(m->key());
+    if (s != slot && s != other_slot) unserved = m;
+  }
+  REQUIRE(unserved != nullptr);
+  const std::uint16_t down_slot = cb::cluster_key_slot(unserved->key());
+  const std::size_t owner = cluster.index_of(view->health_of_key(unserved->key()).master);
+  std::vector<cb::FleetMember*> neighbours;  // the owner's other breakers
+  for (auto* m : raw) {
+    if (m != unserved && cb::cluster_key_slot(m->key()) != down_slot &&
+        cluster.index_of(view->health_of_key(m->key()).master) == owner) {
+      neighbours.push_back(m);
+    }
+  }
+  REQUIRE_FALSE(neighbours.empty());
+  for (auto& c : cluster.conns) {
+    REQUIRE(text(c.command({"CONFIG", "SET", "cluster-require-full-coverage", "no"})) ==
+            "OK");
+    REQUIRE(text(c.command({"CLUSTER", "DELSLOTS", std::to_string(down_slot)})) == "OK");
+  }
+  const auto linked = [&](cb::FleetMember* m) {
+    return cb::breaker_link_stats(link.stats(cb::fleet_clock(spec), true), *view,
+                                  m->key(), cb::fleet_clock(spec))
+        .linked;
+  };
+  one_call(*unserved, spec);
+  for (auto* m : neighbours) one_call(*m, spec);
+  std::vector<cb::FleetMember*> owners_breakers = neighbours;
+  owners_breakers.push_back(unserved);
+  CHECK(transport.sync(spec, owners_breakers, link, false));
+  CHECK(unserved->has_news(cb::fleet_clock(spec)));  // its report waits
+  CHECK_FALSE(linked(unserved));
+  for (auto* m : neighbours) {
+    CHECK_FALSE(m->has_news(cb::fleet_clock(spec)));
+    CHECK(linked(m));
+  }
+  CHECK_FALSE(transport
+                  .lease(spec, cb::fleet_lease_keys(unserved->key(), 1), "t2", 1000,
+                         cb::SteadyClock::now() + spec.timeout)
+                  .has_value());
+  CHECK(linked(neighbours[0]));
+  CHECK_FALSE(linked(unserved));
+  // Served again (by its master): the next syncs send the waiting report,
+  // and the breaker is linked again.
+  const std::string owner_id = cluster.id(owner);
+  REQUIRE(text(cluster.conns[owner].command(
+              {"CLUSTER", "ADDSLOTS", std::to_string(down_slot)})) == "OK");
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (i != owner) {
+      cluster.conns[i].command(
+          {"CLUSTER", "SETSLOT", std::to_string(down_slot), "NODE", owner_id});
+    }
+  }
+  CHECK(within_5s([&] {
+    view->request_refresh();
+    transport.sync(spec, {unserved}, link, false);
+    return !unserved->has_news(cb::fleet_clock(spec)) && linked(unserved);
+  }));
+
   // A master killed: its breakers' reports wait, the others sync, and each
   // breaker's link says which.
   const std::size_t dead = (to + 1) % 3;

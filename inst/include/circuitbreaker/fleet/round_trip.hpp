@@ -22,7 +22,10 @@
 //   - ASK (a slot being migrated): ASKING, then the EVALSHA on the node named;
 //   - NOSCRIPT: the scripts are loaded on that node, and the report goes again;
 //   - CLUSTERDOWN, TRYAGAIN: that breaker's report stays pending for the next
-//     sync; the node's other breakers sync as usual;
+//     sync and its slot is down (it runs on local rules: its `mode` says so)
+//     until a command on the slot is served; the node's other breakers sync
+//     as usual; after CLUSTERDOWN the map is read again (a slot no longer
+//     served leaves it);
 //   - READONLY, another error, no answer: the node's breakers run on local
 //     rules this sync (their reports stay pending) and the map is read again;
 //     behind Sentinel, READONLY closes the connection, so the next one asks
@@ -157,6 +160,7 @@ inline Node read_node(RedisConnection& c, bool cluster, const FleetSpec& spec,
       for (std::size_t j = 0; j < n; ++j) {
         apply(spec, items[idx[cluster ? k : j]], r->elements, j * FleetReply::kFields);
       }
+      if (cluster) router.note_slot_up(cluster_key_slot(it->m->key()));
       applied += n;
       continue;
     }
@@ -184,6 +188,7 @@ inline Node read_node(RedisConnection& c, bool cluster, const FleetSpec& spec,
       // Sentinel the master, is out of date), a refusal of the script
       // (NOPERM, an out-of-memory Redis): the reports stay pending.
       error = where + r->str;
+      if (cluster) router.note_slot_down(r->str, cluster_key_slot(it->m->key()));
       if (kind == ClusterError::kReadOnly || !cluster) down = true;
       if (!cluster && is_readonly_error(r->str)) c.close();
     }

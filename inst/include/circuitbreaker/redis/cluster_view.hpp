@@ -2,9 +2,11 @@
 // the Redis they talk to, shared between the sync thread and the callers'
 // thread: whether it is a Cluster (found out once, on the first connection:
 // redis/router.hpp), the cluster's slot map (ClusterTopology,
-// redis/cluster.hpp) and, per master, whether it answered the last round
-// trip that asked it and when it last did. That last part keeps `mode` and
-// `sync_lag` true per breaker: a breaker whose master is unreachable runs on
+// redis/cluster.hpp), per master, whether it answered the last round trip
+// that asked it and when it last did, and the slots whose last answer was
+// CLUSTERDOWN or TRYAGAIN. That keeps `mode` and `sync_lag` true per
+// breaker: a breaker whose master is unreachable, or whose slot is down
+// while its master serves others (a failover, a slot not served), runs on
 // local rules while the others sync.
 //
 // Pure C++, independent of hiredis and of the network; thread-safe (one
@@ -13,6 +15,7 @@
 #define CIRCUITBREAKER_REDIS_CLUSTER_VIEW_HPP
 
 #include <atomic>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -132,9 +135,18 @@ class ClusterView {
     if (ok) h.last_ok = now;
   }
 
+  // A command on a key of `slot` was answered CLUSTERDOWN or TRYAGAIN
+  // (`ok` false: the slot is down, whatever its master's other slots do) or
+  // served (`ok`). A slot stays down until a command on it is served.
+  void note_slot(std::uint16_t slot, bool ok) {
+    if (slot >= kClusterSlots) return;
+    std::lock_guard<std::mutex> g(mutex_);
+    slots_down_[slot] = !ok;
+  }
+
   // What the master of the slot of `key` is known to be: whether one is
-  // known, it, whether it answered the last round trip that asked it, and
-  // when it last answered (0: never).
+  // known, it, whether it answered the last round trip that asked it (and
+  // the slot is not down), and when it last answered (0: never).
   struct KeyHealth {
     bool known = false;
     RedisNodeAddress master;
@@ -150,7 +162,7 @@ class ClusterView {
     out.master = *m;
     const auto h = health_.find(*m);
     if (h != health_.end()) {
-      out.up = h->second.up;
+      out.up = h->second.up && !slots_down_[cluster_key_slot(key)];
       out.last_ok = h->second.last_ok;
     }
     return out;
@@ -168,6 +180,7 @@ class ClusterView {
   mutable std::mutex mutex_;
   ClusterTopology topology_;
   std::map<RedisNodeAddress, NodeHealth> health_;
+  std::bitset<kClusterSlots> slots_down_;
 };
 
 }  // namespace circuitbreaker

@@ -161,6 +161,20 @@ class RedisRouter {
     if (!ok) view_->request_refresh();
   }
 
+  // When `error` (a node's answer on a key of `slot`) is CLUSTERDOWN or
+  // TRYAGAIN: the slot is marked down (ClusterView::note_slot()), the map is
+  // read again after a CLUSTERDOWN, and true. Otherwise false.
+  bool note_slot_down(const std::string& error, std::uint16_t slot) {
+    const ClusterError kind = cluster_error_kind(error);
+    if (kind != ClusterError::kClusterDown && kind != ClusterError::kTryAgain)
+      return false;
+    view_->note_slot(slot, false);
+    if (kind == ClusterError::kClusterDown) view_->request_refresh();
+    return true;
+  }
+  // A command on a key of `slot` was served.
+  void note_slot_up(std::uint16_t slot) { view_->note_slot(slot, true); }
+
   // Whether the connection to `at` is open now.
   bool is_open(const RedisNodeAddress& at) const {
     const auto n = nodes_.find(at);
@@ -212,7 +226,8 @@ class RedisRouter {
                      Now now) {
     if (!ready(e, deadline)) return std::nullopt;
     std::uint64_t routed = 0;
-    RedisNodeAddress to = route(e, {cluster_key_slot(key)}, routed)[0];
+    const std::uint16_t slot = cluster_key_slot(key);
+    RedisNodeAddress to = route(e, {slot}, routed)[0];
     bool ask = false;
     IdleRetry retry;
     const Nanos started = SteadyClock::now();
@@ -238,6 +253,7 @@ class RedisRouter {
       }
       if (answer(*r)) {
         note(to, true, now());
+        if (cluster()) note_slot_up(slot);
         return r;
       }
       ClusterRedirect rd;
@@ -247,6 +263,10 @@ class RedisRouter {
         continue;
       }
       error_ = where(to) + r->text();
+      // The slot is down, not its master (which answered): only the keys
+      // of that slot wait. A slot no longer served leaves the map when it
+      // is read again.
+      if (cluster() && r->is_error() && note_slot_down(r->str, slot)) return std::nullopt;
       break;
     }
     note(to, false, now());
