@@ -111,7 +111,7 @@ new_breaker_core <- function(args, call) {
   store <- check_store(args$store, call = call) %||% process_store
   check_shared_clock(args$clock, store, call = call)
   segment <- store_location(store, core$name, call = call)
-  core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), segment)
+  core$ptr <- cb_create(args[core_argument_names()], clock_pointer(args$clock, call = call), store$kind, segment)
   if (!identical(store, process_store)) core$store <- store
   store_link_news(store)
   otel_attach(core)  # nothing at all unless OpenTelemetry is on (otel.R)

@@ -220,7 +220,7 @@ wrong_config_bullet <- function(argument, given, stored, whose) {
 
 # Raised by the binding (by this name) when $configure() is asked to change
 # the core's arguments of a breaker of a shared store.
-abort_host_configure <- function(arguments, call = NULL) {
+abort_shared_configure <- function(arguments, call = NULL) {
   abort_store(
     "configure",
     c("The rule arguments of a shared breaker cannot be changed: {.arg {arguments}}.",

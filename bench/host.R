@@ -212,13 +212,6 @@ main <- function() {
     paste0("| ", name, " | ", paste(vapply(x, fmt, ""), collapse = " | "), " | **", fmt(median(x)),
            "** | ", fmt_range(x, fmt), " | ", fmt_x(median(x / micro[base_name, ])), " |")
   }, "")
-  ratio_row <- function(label, x, budget) {
-    paste0("| ", label, " | ", paste(fmt_x(x), collapse = " | "), " | **", fmt_x(median(x)), "** | ",
-           fmt_range(x, fmt_x), " | <= ", budget, "x | ",
-           verdict(median(x) <= budget), if (median(x) <= budget && any(x > budget)) " (not in every run)" else "",
-           " |")
-  }
-
   tp_row <- function(kind, n) {
     rows <- tp[tp$kind == kind & tp$n == n, ]
     one <- tp[tp$kind == kind & tp$n == 1, ]

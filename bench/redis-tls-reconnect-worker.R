@@ -16,8 +16,6 @@
 # control's), the mode changes, the last errors, and the stores' sync counts and failures. It also ends, without
 # writing, when its parent (`parent_pid`) is gone or after `lifetime`
 # seconds, whatever happens.
-# nolint start: line_length_linter, object_usage_linter. (Report tables built from long format
-# strings; the helpers come from bench/harness/, sourced below, which the linter cannot follow.)
 args <- commandArgs(TRUE)
 dir <- args[[1]]
 cfg <- readRDS(file.path(dir, "config.rds"))
@@ -124,7 +122,8 @@ if (file.exists(file.path(dir, "stop"))) {
   info <- lapply(breakers, function(cb) circuitbreaker:::cb_fleet_info(cb$.__enclos_env__$core$ptr))
   out <- list(calls = data.frame(at = call_at[seq_len(calls)], took = call_took[seq_len(calls)],
                                  store = call_store[seq_len(calls)]),
-              control = data.frame(at = control_at[seq_len(control_calls)], took = control_took[seq_len(control_calls)]),
+              control = data.frame(at = control_at[seq_len(control_calls)],
+                                   took = control_took[seq_len(control_calls)]),
               changes = if (length(changes)) do.call(rbind, changes) else
                 data.frame(store = integer(), at = numeric(), from = character(), to = character()),
               errors = if (length(errors)) do.call(rbind, errors) else
@@ -136,5 +135,3 @@ if (file.exists(file.path(dir, "stop"))) {
   saveRDS(out, file.path(dir, "result.tmp"))
   file.rename(file.path(dir, "result.tmp"), file.path(dir, "result.rds"))
 }
-
-# nolint end

@@ -1,6 +1,6 @@
 # The fleet store over TLS when its Redis dies and comes back empty: how
 # long until every store is in step with Redis again (mode "fleet"), and
-# what the callers' execute() pays meanwhile (issue 28, "Speed").
+# what the callers' execute() pays meanwhile (bench/RESULTS.md section 16).
 #
 #   R_LIBS=<library> Rscript bench/redis-tls-reconnect.R   (from the
 #                         repository root; needs hiredis, OpenSSL, a
@@ -50,8 +50,6 @@
 # CB_BENCH_PLAIN is 1 (the baseline of the reconnect times, in the same
 # run). Every process, server and file is removed on exit, error included.
 # About 1 minute with the defaults.
-# nolint start: line_length_linter, object_usage_linter. (Report tables built from long format
-# strings; the helpers come from bench/harness/, sourced below, which the linter cannot follow.)
 suppressPackageStartupMessages(library(circuitbreaker))
 stopifnot(circuitbreaker:::cb_redis_available(), circuitbreaker:::cb_redis_tls_available(),
           nzchar(Sys.which("redis-server")), nzchar(Sys.which("openssl")),
@@ -107,7 +105,8 @@ run_phase <- function(kind, dir, certs) {
   server <- start_server(paste0(kind, "-redis-0"))
   port <- server$port
   client_tls <- if (kind == "tls") redis_client_tls(certs)
-  message(sprintf("%s: redis-server on %s; starting %d workers with %d stores", kind, server$url, n_processes, n_stores))
+  message(sprintf("%s: redis-server on %s; starting %d workers with %d stores", kind, server$url, n_processes,
+                  n_stores))
 
   groups <- split(seq_len(n_stores), rep_len(seq_len(n_processes), n_stores))
   lifetime <- 120 + 20 + baseline_seconds + rounds * (down + max_wait + 3)
@@ -213,7 +212,11 @@ analyse <- function(phase) {
     window_end <- if (is.finite(last_back)) last_back else e$seen
     # The links' new last errors once the new server answered: what made a
     # store's first retry fail (the address and port taken out).
-    late <- if (is.null(errors)) character() else errors$error[errors$at >= e$ready & errors$at <= window_end & nzchar(errors$error)]
+    late <- if (is.null(errors)) {
+      character()
+    } else {
+      errors$error[errors$at >= e$ready & errors$at <= window_end & nzchar(errors$error)]
+    }
     late <- gsub("127\\.0\\.0\\.1:[0-9]+", "<server>", late)
     took <- in_window(calls, e$kill, window_end)
     took_control <- in_window(control, e$kill, window_end)
@@ -227,7 +230,8 @@ analyse <- function(phase) {
          slow = sum(per["fleet", ] - e$restart > 1.5, na.rm = TRUE))
   })
   list(kind = phase$kind, rounds = rounds, base_max = max(base_calls, -Inf), base_p999 = q(base_calls, 0.999),
-       base_n = length(base_calls), base_control_max = max(base_control, -Inf), all_max = max(calls$took, -Inf), all_n = nrow(calls),
+       base_n = length(base_calls), base_control_max = max(base_control, -Inf), all_max = max(calls$took, -Inf),
+       all_n = nrow(calls),
        tls = table(unlist(lapply(phase$results, `[[`, "tls"))),
        failures = sum(unlist(lapply(phase$results, `[[`, "sync_failures"))))
 }
@@ -235,10 +239,14 @@ analyse <- function(phase) {
 report <- function(a) {
   cat(sprintf("\n## %s: %d stores in %d processes, server down %g s per round\n\n",
               if (a$kind == "tls") "TLS (rediss://)" else "plain (redis://)", n_stores, n_processes, down))
-  cat("Links at the end (cb_fleet_info()$tls): ", paste(sprintf("%s %d", names(a$tls), as.integer(a$tls)), collapse = ", "),
+  cat("Links at the end (cb_fleet_info()$tls): ",
+      paste(sprintf("%s %d", names(a$tls), as.integer(a$tls)), collapse = ", "),
       "; sync failures counted by the stores: ", fmt_n(a$failures), "\n\n", sep = "")
-  cat("| round | server start (restart to PING) | turned local after the kill: median / max | back in fleet after the restart: median / max",
-      " | **every store back: after the restart** (after the kill) | stores never local; never back | calls meanwhile | **largest execute()** (p99.9) | calls >= timeout | control: largest in-process execute(); >= timeout |\n",
+  cat("| round | server start (restart to PING) | turned local after the kill: median / max ",
+      "| back in fleet after the restart: median / max",
+      " | **every store back: after the restart** (after the kill) | stores never local; never back",
+      " | calls meanwhile | **largest execute()** (p99.9) | calls >= timeout",
+      " | control: largest in-process execute(); >= timeout |\n",
       "|---|---|---|---|---|---|---|---|---|---|\n", sep = "")
   for (r in seq_along(a$rounds)) {
     x <- a$rounds[[r]]
@@ -251,7 +259,8 @@ report <- function(a) {
   late <- unlist(lapply(a$rounds, function(x) stats::setNames(as.integer(x$late_errors), names(x$late_errors))))
   if (length(late)) {
     late <- tapply(late, names(late), sum)
-    cat("\nNew last errors of the links after the new server answered (all rounds; stores back more than 1.5 s after the restart: ",
+    cat("\nNew last errors of the links after the new server answered (all rounds; ",
+        "stores back more than 1.5 s after the restart: ",
         paste(vapply(a$rounds, function(x) format(x$slow), ""), collapse = ", "), " per round):\n\n", sep = "")
     for (k in names(late)) cat("- ", late[[k]], " x ", k, "\n", sep = "")
   } else {
@@ -284,7 +293,8 @@ main <- function() {
               packageVersion("circuitbreaker"), packageVersion("processx"),
               sub("^.*v=([^ ]+).*$", "\\1", system2(Sys.which("redis-server"), "--version", stdout = TRUE)),
               started, parallel::detectCores()),
-      sprintf("stores: sync_interval %g s, timeout %g s, one breaker each, called every 10 ms\n", sync_interval, timeout),
+      sprintf("stores: sync_interval %g s, timeout %g s, one breaker each, called every 10 ms\n",
+              sync_interval, timeout),
       "Load before: ", load_before, "\nLoad after:  ", load_after, "\n", sep = "")
   save_to <- Sys.getenv("CB_BENCH_SAVE")
   if (nzchar(save_to)) saveRDS(phases, save_to)
@@ -300,5 +310,3 @@ main <- function() {
 }
 
 main()
-
-# nolint end

@@ -1,7 +1,7 @@
 # The fleet store (breaker_store_redis()) over TLS: what rediss:// costs on
 # the R hot path and per round trip, against plain redis:// and against an
-# in-process breaker, every baseline measured in the same run (issue 28,
-# "Speed").
+# in-process breaker, every baseline measured in the same run
+# (bench/RESULTS.md section 16).
 #
 #   R_LIBS=<library> Rscript bench/redis-tls.R   (from the repository root,
 #                                                 after bash tools/setup.sh;
@@ -67,8 +67,6 @@
 #
 # Whole run: about 3 minutes with the defaults on the project's 2-core
 # machine.
-# nolint start: line_length_linter, object_usage_linter. (Report tables built from long format
-# strings; the helpers come from bench/harness/, sourced below, which the linter cannot follow.)
 suppressPackageStartupMessages(library(circuitbreaker))
 read_script <- circuitbreaker:::cb_fleet_read_script()
 stopifnot(circuitbreaker:::cb_redis_available(), circuitbreaker:::cb_redis_tls_available(),
@@ -87,8 +85,8 @@ rt_iterations <- as.integer(Sys.getenv("CB_BENCH_RT_ITERATIONS", "2000"))
 connect_iterations <- as.integer(Sys.getenv("CB_BENCH_CONNECT_ITERATIONS", "200"))
 sync_seconds <- as.numeric(Sys.getenv("CB_BENCH_SYNC_SECONDS", "30"))
 sync_breakers <- as.integer(Sys.getenv("CB_BENCH_SYNC_BREAKERS", "10"))
-stopifnot(iterations > 0, runs > 0, rt_iterations > 0, connect_iterations > 0, is.finite(sync_seconds), sync_seconds >= 0,
-          sync_seconds <= 600, sync_breakers > 0, sync_breakers <= 1000)
+stopifnot(iterations > 0, runs > 0, rt_iterations > 0, connect_iterations > 0, is.finite(sync_seconds),
+          sync_seconds >= 0, sync_seconds <= 600, sync_breakers > 0, sync_breakers <= 1000)
 sync_interval <- 0.1
 store_timeout <- 0.1
 
@@ -182,7 +180,8 @@ main <- function() {
   stopifnot(identical(rcall(conn$plain, "PING"), "PONG"), identical(rcall(conn$tls, "PING"), "PONG"))
   prefix <- sprintf("cb-bench-tls-%d", Sys.getpid())
   load_before <- trimws(system2("uptime", stdout = TRUE))
-  version <- sub("^.*redis_version:([^\r\n]*).*$", "\\1", paste(rcall(conn$plain, c("INFO", "server")), collapse = "\n"))
+  version <- sub("^.*redis_version:([^\r\n]*).*$", "\\1",
+                 paste(rcall(conn$plain, c("INFO", "server")), collapse = "\n"))
 
   fb <- function() "fallback"
   failing <- function() stop("x")
@@ -217,7 +216,8 @@ main <- function() {
     for (cb in open) cb$execute(function() stop("x"), function() "fallback")
   }
   stopifnot(vapply(closed, function(cb) identical(cb$execute(function() "ok"), "ok"), TRUE),
-            vapply(open, function(cb) identical(cb$execute(function() stop("x"), function() "fallback"), "fallback"), TRUE),
+            vapply(open, function(cb) identical(cb$execute(function() stop("x"), function() "fallback"), "fallback"),
+                   TRUE),
             identical(closed$plain$metrics()$mode, "fleet"), identical(closed$tls$metrics()$mode, "fleet"))
   tls_version <- vapply(closed[c("plain", "tls")], function(cb) as.character(cb$metrics()$tls), "")
 
@@ -239,7 +239,8 @@ main <- function() {
     ot = quote(open$tls$execute(function() stop("x"), function() "fallback"))
   )
   # Local copies for the round trips' expressions (bench::mark evaluates in
-  # this frame).
+  # this frame; the linter does not look inside quote()).
+  # nolint start: object_usage_linter.
   conn_plain <- conn$plain
   conn_tls <- conn$tls
   evalsha_plain <- c("EVALSHA", sha$plain, "1", open_key$plain, "s")
@@ -252,6 +253,7 @@ main <- function() {
   )
   url_plain <- servers$plain$url
   url_tls <- servers$tls$url
+  # nolint end
   connect_exprs <- list(
     connect_plain = quote(redis_call(circuitbreaker:::cb_redis_connect(url_plain, 1), "PING")),
     connect_tls = quote(redis_call(circuitbreaker:::cb_redis_connect(url_tls, 1, client_tls), "PING"))
@@ -337,17 +339,6 @@ main <- function() {
               oq = "OPEN, in-process, a second breaker (control)",
               or = "OPEN, plain fleet store (redis://)",
               ot = "OPEN, TLS fleet store (rediss://)")
-  time_row <- function(label, x) {
-    paste0("| ", label, " | ", paste(vapply(x, fmt, ""), collapse = " | "), " | **", fmt(median(x)),
-           "** | ", fmt_range(x, fmt), " |")
-  }
-  ratio_row <- function(label, x, budget = NA) {
-    head <- paste0("| ", label, " | ", paste(vapply(x, fmt_x, ""), collapse = " | "), " | **", fmt_x(median(x)),
-                   "** | ", fmt_range(x, fmt_x), " | ")
-    if (is.na(budget)) return(paste0(head, "- | reported |"))
-    ok <- median(x) <= budget
-    paste0(head, "<= ", budget, "x | ", verdict(ok), if (ok && any(x > budget)) " (not in every run)" else "", " |")
-  }
   m <- micro
   ratios <- list(
     c("CLOSED: TLS / plain", "ct", "cr", 1.05), c("CLOSED: TLS / in-process", "ct", "cp", 1.2),
@@ -361,7 +352,8 @@ main <- function() {
                   cpu[["redis_plain"]] - cpu[["redis_tls"]]) / wall
   rt_row <- function(label, k) {
     sprintf("| %s | %s (%s) | %s (%s) | %s | %s |", label, fmt(median(rt_median[k, ])), fmt_range(rt_median[k, ], fmt),
-            fmt(median(rt_p99[k, ])), fmt_range(rt_p99[k, ], fmt), fmt(q(rt_all[[k]], 0.99)), fmt_n(length(rt_all[[k]])))
+            fmt(median(rt_p99[k, ])), fmt_range(rt_p99[k, ], fmt), fmt(q(rt_all[[k]], 0.99)),
+            fmt_n(length(rt_all[[k]])))
   }
   rt_ratio_row <- function(label, a, b) {
     med <- rt_median[a, ] / rt_median[b, ]
@@ -381,7 +373,8 @@ main <- function() {
       busy <- endsWith(s, "busy")
       r <- if (busy) p$evalsha else p$ping
       sprintf("| %s, %s (%s) | %s | %s | %s / %s / %s | %s of %s | %s | %.1f |", kind,
-              if (busy) sprintf("busy: %d breakers called every 20 ms", sync$breakers) else "idle: one breaker, never called",
+              if (busy) sprintf("busy: %d breakers called every 20 ms", sync$breakers) else
+                "idle: one breaker, never called",
               sync$tls_versions[[s]], if (busy) "EVALSHA" else "PING", fmt_n(nrow(r)),
               ms(q(r$seconds, 0.5)), ms(q(r$seconds, 0.99)), ms(max(r$seconds, -Inf)),
               fmt_n(sum(p$all$ok == 0)), fmt_n(nrow(p$all)), fmt_n(sync$failures[[s]]),
@@ -393,14 +386,19 @@ main <- function() {
       q(x, p) / q(y, p)
     }
     paste0(
-      sprintf("Stores' sync round trips over %.1f s in one child process (round-trips.c preloaded; R thread's calls: %s):\n\n",
+      sprintf(paste0("Stores' sync round trips over %.1f s in one child process (round-trips.c preloaded; ",
+                     "R thread's calls: %s):\n\n"),
               sync$t1 - sync$t0, fmt_n(sync$calls)),
-      "| store | sync's command | syncs timed | round trip p50 / p99 / max | failed of all round trips | sync failures (link) | round trips/s |\n",
+      "| store | sync's command | syncs timed | round trip p50 / p99 / max | failed of all round trips ",
+      "| sync failures (link) | round trips/s |\n",
       "|---|---|---|---|---|---|---|\n", paste0(rows, "\n", collapse = ""),
       sprintf("\nTLS / plain, busy (EVALSHA): p50 %s, p99 %s; idle (PING): p50 %s, p99 %s\n",
-              fmt_x(ratio("tls_busy", "plain_busy", "evalsha", 0.5)), fmt_x(ratio("tls_busy", "plain_busy", "evalsha", 0.99)),
-              fmt_x(ratio("tls_idle", "plain_idle", "ping", 0.5)), fmt_x(ratio("tls_idle", "plain_idle", "ping", 0.99))),
-      sprintf("Child's CPU over the window: R thread %.3f, sync threads plain busy %.4f, TLS busy %.4f, plain idle %.4f, TLS idle %.4f cores\n",
+              fmt_x(ratio("tls_busy", "plain_busy", "evalsha", 0.5)),
+              fmt_x(ratio("tls_busy", "plain_busy", "evalsha", 0.99)),
+              fmt_x(ratio("tls_idle", "plain_idle", "ping", 0.5)),
+              fmt_x(ratio("tls_idle", "plain_idle", "ping", 0.99))),
+      sprintf(paste0("Child's CPU over the window: R thread %.3f, sync threads plain busy %.4f, TLS busy %.4f, ",
+                     "plain idle %.4f, TLS idle %.4f cores\n"),
               sync$cpu[["main"]], sync$cpu[["plain_busy"]], sync$cpu[["tls_busy"]], sync$cpu[["plain_idle"]],
               sync$cpu[["tls_idle"]])
     )
@@ -409,7 +407,8 @@ main <- function() {
     sprintf(paste("R %s, circuitbreaker %s, bench %s, processx %s, redis-server %s (two: plain and TLS-only);",
                   "%d iterations per execute() expression, %d per round trip, %d per new connection, %d runs; %s\n"),
             getRversion(), packageVersion("circuitbreaker"), packageVersion("bench"), packageVersion("processx"),
-            version, iterations, rt_iterations, connect_iterations, runs, format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")),
+            version, iterations, rt_iterations, connect_iterations, runs,
+            format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")),
     sprintf("%d cores; stores sync_interval = %g s, timeout = %g s; links: plain %s, TLS %s\n",
             parallel::detectCores(), sync_interval, store_timeout, tls_version[["plain"]], tls_version[["tls"]]),
     "Load before: ", load_before, "\nLoad after:  ", load_after, "\n\n",
@@ -419,10 +418,12 @@ main <- function() {
     paste0(vapply(rownames(m), function(k) time_row(labels[[k]], m[k, ]), ""), "\n"),
     "\n| ratio | ", paste(run_cols, collapse = " | "), " | median | range | target | |\n",
     "|---|", strrep("---|", runs + 4), "\n",
-    paste0(vapply(seq_along(ratios), function(i) ratio_row(ratios[[i]][[1]], ratio_values[[i]], as.numeric(ratios[[i]][[4]])), ""),
+    paste0(vapply(seq_along(ratios),
+                  function(i) ratio_row(ratios[[i]][[1]], ratio_values[[i]], as.numeric(ratios[[i]][[4]])), ""),
            "\n"),
     "\nOne round trip on the package's test connection (bench::mark `time`, GC iterations left out):\n\n",
-    "| round trip | median of the runs' medians (range) | median of the runs' p99 (range) | p99 of every iteration | iterations |\n",
+    "| round trip | median of the runs' medians (range) | median of the runs' p99 (range) | p99 of every iteration ",
+    "| iterations |\n",
     "|---|---|---|---|---|\n",
     rt_row("PING, plain", "ping_plain"), "\n", rt_row("PING, TLS", "ping_tls"), "\n",
     rt_row("EVALSHA (read script), plain", "eval_plain"), "\n", rt_row("EVALSHA (read script), TLS", "eval_tls"), "\n",
@@ -431,13 +432,15 @@ main <- function() {
     "\n| TLS / plain | median (range of runs) | p99 (range of runs) | p99 of every iteration |\n|---|---|---|---|\n",
     rt_ratio_row("PING", "ping_tls", "ping_plain"), "\n", rt_ratio_row("EVALSHA", "eval_tls", "eval_plain"), "\n",
     rt_ratio_row("a new connection and a PING", "connect_tls", "connect_plain"), "\n",
-    sprintf(paste("\nThe machine during the execute() runs (%.1f s of %.1f s; CPU seconds per second): R main thread %.2f,",
-                  "sync thread plain %.4f, TLS %.4f; redis-server plain %.4f, TLS %.4f; other processes %.2f\n"),
+    sprintf(paste("\nThe machine during the execute() runs (%.1f s of %.1f s; CPU seconds per second):",
+                  "R main thread %.2f, sync thread plain %.4f, TLS %.4f; redis-server plain %.4f, TLS %.4f;",
+                  "other processes %.2f\n"),
             wall, bench_seconds, cpu[["main"]] / wall, cpu[["sync_plain"]] / wall, cpu[["sync_tls"]] / wall,
             cpu[["redis_plain"]] / wall, cpu[["redis_tls"]] / wall, others),
-    sprintf("Syncs during the runs: plain %s (%s failed), TLS %s (%s failed); runs ending in mode \"local\": plain %d, TLS %d of %d\n",
-            fmt_n(syncs[["plain"]]), fmt_n(sync_failures[["plain"]]), fmt_n(syncs[["tls"]]), fmt_n(sync_failures[["tls"]]),
-            local_runs[["plain"]], local_runs[["tls"]], runs),
+    sprintf(paste0("Syncs during the runs: plain %s (%s failed), TLS %s (%s failed); ",
+                   "runs ending in mode \"local\": plain %d, TLS %d of %d\n"),
+            fmt_n(syncs[["plain"]]), fmt_n(sync_failures[["plain"]]), fmt_n(syncs[["tls"]]),
+            fmt_n(sync_failures[["tls"]]), local_runs[["plain"]], local_runs[["tls"]], runs),
     sprintf("Fleet totals equal to the local counts: plain %s, TLS %s\n\n",
             if (exact[["plain"]]) "yes" else "NO", if (exact[["tls"]]) "yes" else "NO"),
     sync_rows,
@@ -447,5 +450,3 @@ main <- function() {
 }
 
 main()
-
-# nolint end

@@ -270,21 +270,6 @@ main <- function() {
               ping = "one round trip: PING",
               pc = "CLOSED, per-call design (HGET + HINCRBY)",
               po = "OPEN, per-call design (HGET)")
-  time_row <- function(label, x) {
-    paste0("| ", label, " | ", paste(vapply(x, fmt, ""), collapse = " | "), " | **", fmt(median(x)),
-           "** | ", fmt_range(x, fmt), " |")
-  }
-  ratio_row <- function(label, x, budget = NA, at_most = TRUE) {
-    if (is.na(budget)) {  # the control: no budget
-      return(paste0("| ", label, " | ", paste(vapply(x, fmt_x, ""), collapse = " | "), " | **", fmt_x(median(x)),
-                    "** | ", fmt_range(x, fmt_x), " | - | noise alone |"))
-    }
-    ok <- if (at_most) median(x) <= budget else median(x) >= budget
-    not_all <- ok && any(if (at_most) x > budget else x < budget)
-    paste0("| ", label, " | ", paste(vapply(x, fmt_x, ""), collapse = " | "), " | **", fmt_x(median(x)), "** | ",
-           fmt_range(x, fmt_x), " | ", if (at_most) "<= " else ">= ", budget, "x | ",
-           verdict(ok), if (not_all) " (not in every run)" else "", " |")
-  }
   m <- main_store$micro
   b <- main_store$baseline
   closed_ratio <- m["cr", ] / m["cp", ]

@@ -11,14 +11,15 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cb_create
-SEXP cb_create(SEXP config, SEXP clock, SEXP segment);
-RcppExport SEXP _circuitbreaker_cb_create(SEXP configSEXP, SEXP clockSEXP, SEXP segmentSEXP) {
+SEXP cb_create(SEXP config, SEXP clock, SEXP kind, SEXP location);
+RcppExport SEXP _circuitbreaker_cb_create(SEXP configSEXP, SEXP clockSEXP, SEXP kindSEXP, SEXP locationSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::traits::input_parameter< SEXP >::type config(configSEXP);
     Rcpp::traits::input_parameter< SEXP >::type clock(clockSEXP);
-    Rcpp::traits::input_parameter< SEXP >::type segment(segmentSEXP);
-    rcpp_result_gen = Rcpp::wrap(cb_create(config, clock, segment));
+    Rcpp::traits::input_parameter< SEXP >::type kind(kindSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type location(locationSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_create(config, clock, kind, location));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -569,7 +570,7 @@ RcppExport SEXP cb_record(SEXP, SEXP, SEXP, SEXP);
 RcppExport SEXP cb_release(SEXP, SEXP);
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 3},
+    {"_circuitbreaker_cb_create", (DL_FUNC) &_circuitbreaker_cb_create, 4},
     {"_circuitbreaker_cb_check_share", (DL_FUNC) &_circuitbreaker_cb_check_share, 1},
     {"_circuitbreaker_cb_bulkhead_room", (DL_FUNC) &_circuitbreaker_cb_bulkhead_room, 1},
     {"_circuitbreaker_cb_takes_argument", (DL_FUNC) &_circuitbreaker_cb_takes_argument, 1},

@@ -100,11 +100,13 @@ SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) 
 
 }  // namespace
 
-// `segment`: NULL (this process) or the path of a host segment.
+// `kind`: the store's kind, as R names it ("process", "host", "redis");
+// `location`: what that store's store_location() gave (NULL, the path of a
+// host segment, the fleet's connection details).
 // [[Rcpp::export(rng = false)]]
-SEXP cb_create(SEXP config, SEXP clock, SEXP segment) {
+SEXP cb_create(SEXP config, SEXP clock, SEXP kind, SEXP location) {
   return cbr::make_breaker_pointer(cbr::config_merge(circuitbreaker::Config{}, config),
-                                   clock, segment);
+                                   clock, kind, location);
 }
 
 // See R/breaker-execute.R for what each kind of result means to R.
@@ -255,7 +257,7 @@ SEXP cb_reconfigure(SEXP ptr, SEXP changes) {
   if (!h.breaker->reconfigure(circuitbreaker::make_settings(c), h.now())) {
     // The configuration is a shared breaker's identity (host/host_breaker.hpp,
     // fleet/protocol.hpp): nothing changed.
-    cbr::abort_by("abort_host_configure", Rf_getAttrib(changes, R_NamesSymbol));
+    cbr::abort_by("abort_shared_configure", Rf_getAttrib(changes, R_NamesSymbol));
   }
   cbr::store_config(ptr, c);
   return R_NilValue;

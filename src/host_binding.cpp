@@ -56,22 +56,13 @@ SEXP cb_store_kind(SEXP ptr) {
   return Rf_mkString(cbr::breaker_from(ptr).breaker->store_kind());
 }
 
-// What a host breaker's segment says about itself; NULL for a process breaker.
+// What a host breaker's segment says about itself (host/host_handle.hpp's
+// store_info()); NULL for a breaker of another store.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_host_info(SEXP ptr) {
   cbr::BreakerHandle& h = cbr::breaker_from(ptr);
-  const auto* handle = dynamic_cast<const circuitbreaker::HostHandle*>(h.breaker.get());
-  if (handle == nullptr) return R_NilValue;
-  const HostBreaker* host = &handle->host();
-  const double recovered = h.checked(static_cast<double>(host->recoveries()));
-  return Rcpp::List::create(
-      Rcpp::Named("path") =
-          Rf_mkString(CHAR(STRING_ELT(VECTOR_ELT(R_ExternalPtrProtected(ptr), 2), 0))),
-      Rcpp::Named("creator_pid") = static_cast<double>(host->header().creator_pid),
-      Rcpp::Named("seconds_since_created") = seconds_since(host->header().created_at),
-      Rcpp::Named("commits") = static_cast<double>(host->commits()),
-      Rcpp::Named("recovered_owners") = recovered,
-      Rcpp::Named("tracks_probe_owners") = host->tracks_owners());
+  if (std::strcmp(h.breaker->store_kind(), "host") != 0) return R_NilValue;
+  return cbr::store_info_to_r(h.checked(h.breaker->store_info()));
 }
 
 // What the core says about a store directory, for R to raise or use:

@@ -131,13 +131,23 @@ namespace {
 std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
                                                 SEXP clock, SEXP spec);
 
-// A new handle: in this process, attached to the host segment at `segment`
-// (a path), or a member of a fleet (`segment` is the list that R's
-// store_location() makes for a Redis store); NULL for the process store.
+// A new handle of the store of kind `kind` (R's store$kind): in this
+// process ("process": `segment` is NULL), attached to the host segment at
+// `segment` ("host": a path), or a member of a fleet ("redis": `segment` is
+// the list that R's store_location() makes for a Redis store).
 std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP clock,
-                                          SEXP segment) {
-  if (TYPEOF(segment) == VECSXP) return new_fleet_handle(c, clock, segment);
-  if (segment == R_NilValue) {
+                                          SEXP kind, SEXP segment) {
+  if (TYPEOF(kind) != STRSXP || Rf_xlength(kind) != 1 ||
+      STRING_ELT(kind, 0) == NA_STRING) {
+    abort_invalid_object("store kind");
+  }
+  const std::string k = CHAR(STRING_ELT(kind, 0));
+  if (k == "redis") {
+    if (TYPEOF(segment) != VECSXP) abort_invalid_object("Redis store spec");
+    return new_fleet_handle(c, clock, segment);
+  }
+  if (k == "process") {
+    if (segment != R_NilValue) abort_invalid_object("process store location");
     const circuitbreaker::ManualClock* manual =
         clock == R_NilValue ? nullptr : &clock_from(clock);
     return std::make_unique<BreakerHandle>(
@@ -145,6 +155,7 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
                                                         BreakerHandle::now_of(manual)),
         manual);
   }
+  if (k != "host") abort_invalid_object("store kind");
   if (TYPEOF(segment) != STRSXP || Rf_xlength(segment) != 1 ||
       STRING_ELT(segment, 0) == NA_STRING) {
     abort_invalid_object("host segment path");
@@ -356,13 +367,15 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
 }
 #endif
 
-SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock, SEXP segment) {
-  auto handle = new_handle(c, clock, segment);
+SEXP make_breaker_pointer(const circuitbreaker::Config& c, SEXP clock, SEXP kind,
+                          SEXP segment) {
+  auto handle = new_handle(c, clock, kind, segment);
 
-  SEXP prot = PROTECT(Rf_allocVector(VECSXP, 3));
+  SEXP prot = PROTECT(Rf_allocVector(VECSXP, 4));
   SET_VECTOR_ELT(prot, 0, config_to_vector(c));
   SET_VECTOR_ELT(prot, 1, clock);
   SET_VECTOR_ELT(prot, 2, segment);
+  SET_VECTOR_ELT(prot, 3, kind);
   SEXP ptr = PROTECT(R_MakeExternalPtr(handle.get(), breaker_tag(), prot));
   R_RegisterCFinalizerEx(ptr, finalize_breaker, TRUE);
   handle.release();  // owned by the pointer's finalizer from here on
@@ -385,14 +398,40 @@ BreakerHandle& breaker_from(SEXP ptr) {
   // Restored by readRDS() or load(): rebuild from the stored configuration
   // (a process breaker with fresh state; a host breaker re-attaches).
   SEXP prot = R_ExternalPtrProtected(ptr);
-  if (TYPEOF(prot) != VECSXP || Rf_xlength(prot) != 3) {
+  if (TYPEOF(prot) != VECSXP || Rf_xlength(prot) != 4) {
     abort_invalid_object("circuit breaker pointer (its configuration is missing)");
   }
   const circuitbreaker::Config c = config_from_vector(VECTOR_ELT(prot, 0));
-  auto handle = new_handle(c, VECTOR_ELT(prot, 1), VECTOR_ELT(prot, 2));
+  auto handle =
+      new_handle(c, VECTOR_ELT(prot, 1), VECTOR_ELT(prot, 3), VECTOR_ELT(prot, 2));
   R_SetExternalPtrAddr(ptr, handle.get());
   R_RegisterCFinalizerEx(ptr, finalize_breaker, TRUE);
   return *handle.release();
+}
+
+SEXP store_info_to_r(const circuitbreaker::StoreInfo& info) {
+  using Kind = circuitbreaker::StoreInfo::Field::Kind;
+  if (info.empty()) return R_NilValue;
+  const auto& fields = info.fields();
+  const R_xlen_t n = static_cast<R_xlen_t>(fields.size());
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, n));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, n));
+  for (R_xlen_t i = 0; i < n; ++i) {
+    const auto& f = fields[static_cast<std::size_t>(i)];
+    SET_STRING_ELT(names, i, Rf_mkCharCE(f.name.c_str(), CE_UTF8));
+    switch (f.kind) {
+      case Kind::kNumber:
+        SET_VECTOR_ELT(out, i, Rf_ScalarReal(f.number ? *f.number : NA_REAL));
+        break;
+      case Kind::kText:
+        SET_VECTOR_ELT(out, i, Rf_ScalarString(Rf_mkCharCE(f.text.c_str(), CE_UTF8)));
+        break;
+      case Kind::kFlag: SET_VECTOR_ELT(out, i, Rf_ScalarLogical(f.flag)); break;
+    }
+  }
+  Rf_setAttrib(out, R_NamesSymbol, names);
+  UNPROTECT(2);
+  return out;
 }
 
 SEXP make_clock_pointer(Nanos start) {

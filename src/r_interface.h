@@ -75,11 +75,13 @@ BreakerHandle& breaker_from(SEXP ptr);
 circuitbreaker::ManualClock& clock_from(SEXP ptr);
 
 // New external pointers. The breaker's keeps its configuration (the compact
-// vector of config_from_r.h), its clock pointer (or NULL) and the path of its
-// host segment (or NULL) in the protected field, for rebuilding; that vector
-// is the one home of the configuration. A host breaker that cannot be opened
-// raises a classed error (abort_host_store()).
-SEXP make_breaker_pointer(const circuitbreaker::Config& config, SEXP clock, SEXP segment);
+// vector of config_from_r.h), its clock pointer (or NULL), its store's
+// location (NULL, the path of a host segment, the fleet's connection
+// details) and the store's kind (R's store$kind) in the protected field, for
+// rebuilding; that vector is the one home of the configuration. A host
+// breaker that cannot be opened raises a classed error (abort_host_store()).
+SEXP make_breaker_pointer(const circuitbreaker::Config& config, SEXP clock, SEXP kind,
+                          SEXP location);
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
 // The FleetSpec of the list that R's redis_store_spec() makes (url, prefix,
@@ -88,6 +90,11 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec);
 // The `tls` list of a store's spec (R's merged, checked settings).
 circuitbreaker::RedisTls tls_from(SEXP tls);
 #endif
+
+// What a store tells (store_info.hpp) as a named list, in its order: numbers
+// as doubles (NA when unknown), texts as strings, flags as logicals; NULL
+// when it tells nothing.
+SEXP store_info_to_r(const circuitbreaker::StoreInfo& info);
 
 // The configuration a breaker pointer keeps, and replacing it.
 circuitbreaker::Config stored_config(SEXP ptr);

@@ -5,6 +5,7 @@
 // cb_redis_parse_url() reports that the store is unavailable.
 #include <Rcpp.h>
 
+#include <cstring>
 #include <string>
 
 #include "circuitbreaker/fleet/script.hpp"
@@ -191,64 +192,27 @@ bool cb_redis_valid_master_name(std::string x) {
   return circuitbreaker::valid_master_name(x);
 }
 
-// What a fleet breaker's link says: mode ("fleet" while the last round trip
-// to Redis worked, else "local"), seconds since the last good sync, its
-// time, and what the fleet's store last said. NULL for other breakers.
+// What a fleet breaker's link says (fleet/fleet_info.hpp's
+// fleet_breaker_info(): mode, sync counts and lag, the last error, the
+// topology, TLS, the fleet's counts). NULL for other breakers.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_fleet_info(SEXP ptr) {
   cbr::BreakerHandle& h = cbr::breaker_from(ptr);
-#ifdef CIRCUITBREAKER_HAVE_HIREDIS
-  auto* handle = dynamic_cast<circuitbreaker::FleetHandle*>(h.breaker.get());
-  if (handle == nullptr) return R_NilValue;
-  circuitbreaker::FleetMember* m = &handle->member();
-  const circuitbreaker::FleetSync::Stats st = handle->sync().stats_for(m->key());
-  const circuitbreaker::FleetMember::Status ms = m->status();
-  return Rcpp::List::create(
-      Rcpp::Named("mode") = st.linked ? "fleet" : "local",
-      Rcpp::Named("sync_lag") =
-          st.since_last_sync < 0 ? NA_REAL
-                                 : circuitbreaker::nanos_to_seconds(st.since_last_sync),
-      Rcpp::Named("last_sync") = st.last_sync_unix < 0 ? NA_REAL : st.last_sync_unix,
-      Rcpp::Named("syncs") = static_cast<double>(st.syncs),
-      Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("key") = m->key(),
-      Rcpp::Named("topology") = handle->sync().topology(),
-      Rcpp::Named("master") = handle->sync().master_for(m->key()),
-      Rcpp::Named("masters") = static_cast<double>(handle->sync().masters()),
-      Rcpp::Named("fleet_generation") =
-          ms.known ? static_cast<double>(ms.generation) : NA_REAL,
-      Rcpp::Named("fleet_calls") =
-          ms.known ? static_cast<double>(ms.fleet_calls) : NA_REAL,
-      Rcpp::Named("fleet_failures") =
-          ms.known ? static_cast<double>(ms.fleet_failures) : NA_REAL,
-      Rcpp::Named("tls") = st.tls);
-#else
-  (void)h;
-  return R_NilValue;
-#endif
+  if (std::strcmp(h.breaker->store_kind(), "redis") != 0) return R_NilValue;
+  return cbr::store_info_to_r(h.breaker->store_info());
 }
 
 // What the link of a store says, if this process has one for `spec` (the
-// list that R's redis_store_spec() makes): mode, sync counts and the last
-// error, without its password. NULL when no breaker of the store has
-// started its sync.
+// list that R's redis_store_spec() makes; fleet/fleet_info.hpp's
+// fleet_store_info()). NULL when no breaker of the store has started its
+// sync.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_fleet_store_info(SEXP spec) {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
   const std::shared_ptr<circuitbreaker::FleetSync> sync =
       circuitbreaker::FleetSync::find(cbr::fleet_spec_from(spec));
   if (!sync) return R_NilValue;
-  const circuitbreaker::FleetSync::Stats st = sync->stats();
-  return Rcpp::List::create(
-      Rcpp::Named("mode") = st.linked ? "fleet" : "local",
-      Rcpp::Named("syncs") = static_cast<double>(st.syncs),
-      Rcpp::Named("sync_failures") = static_cast<double>(st.failures),
-      Rcpp::Named("last_error") = st.last_error, Rcpp::Named("alone") = st.alone,
-      Rcpp::Named("topology") = sync->topology(),
-      Rcpp::Named("master") =
-          std::string(sync->topology()) == "cluster" ? "" : sync->master_for(""),
-      Rcpp::Named("masters") = static_cast<double>(sync->masters()),
-      Rcpp::Named("tls") = st.tls);
+  return cbr::store_info_to_r(circuitbreaker::fleet_store_info(*sync));
 #else
   (void)spec;
   return R_NilValue;

@@ -158,15 +158,21 @@ if (length(redis_files)) {
   detach("circuitbreaker:inst-redis")
 }
 # The benchmarks as they run: what they source from bench/harness/ attached
-# (bench/harness/redis.R is inst/redis/redis-server.R; it finds that file
-# from its own path, which sys.source() does not give it).
+# (with source(), not sys.source(): bench/harness/redis.R and redis-tls.R
+# find the files of inst/redis/ they load from their own path, which only
+# source() gives them). A file that cannot be loaded fails the lint: its
+# helpers would be reported as undefined in every benchmark.
 if (length(bench_files)) {
   harness <- attach(NULL, name = "circuitbreaker:bench-harness")
-  shared <- c(setdiff(list.files("bench/harness", "\\.R$", full.names = TRUE), "bench/harness/redis.R"),
-              "inst/redis/redis-server.R")
+  shared <- list.files("bench/harness", "\\.R$", full.names = TRUE)
+  # redis-tls.R needs redis.R's redis_server_start(): redis.R first.
+  shared <- c(shared[basename(shared) == "redis.R"], shared[basename(shared) != "redis.R"])
   for (f in shared) {
-    tryCatch(sys.source(f, envir = harness, keep.source = FALSE),
-             error = function(e) message("lint: could not load ", f, ": ", conditionMessage(e)))
+    tryCatch(source(f, local = as.environment(harness), keep.source = FALSE),
+             error = function(e) {
+               message("lint: could not load ", f, ": ", conditionMessage(e))
+               quit(status = 1)
+             })
   }
   found <- structure(c(unclass(found), unclass(lint_files(bench_files))), class = "lints")
   detach("circuitbreaker:bench-harness")

@@ -91,14 +91,15 @@
 # one PING every 20 ms on a connection of its own (what any round trip waits
 # at Redis at that moment), against `timeout`.
 #
-# The targets of issue 21 are reported met or MISSED: idle, Redis at most 5%
+# The fleet store's cost targets are reported met or MISSED: idle, Redis at most 5%
 # of one core; busy, at most 50% and every process's sync round trip (its
 # p99) under 20% of timeout. About 7 minutes with the defaults on 2 busy
 # vCPUs, most of it making the 64,000 idle breakers (twice that with --tls both;
-# the busy scenario alone, --idle 0, about a minute per server). Exit status: 0 when the run completed (met or not), 2 for  # nolint: line_length_linter.
-# a bad option, 1 for any other error. Every process, the redis-server and
-# the files are removed on the way out, also on an error or an interrupt;
-# the workers end by themselves when this process dies.
+# the busy scenario alone, --idle 0, about a minute per server). Exit
+# status: 0 when the run completed (met or not), 2 for a bad option, 1 for
+# any other error. Every process, the redis-server and the files are
+# removed on the way out, also on an error or an interrupt; the workers end
+# by themselves when this process dies.
 
 spec <- list(
   connections = list(env = "FLEET_SCALE_CONNECTIONS", flag = FALSE, min = 1, max = 512, whole = TRUE),
@@ -351,7 +352,8 @@ run_scenario <- function(kind, n_breakers, server, opts, dir, shim, say) {
     )
   }
   links_tls <- unlist(lapply(out, `[[`, "tls"))
-  list(kind = kind, tls = !is.null(tls), links_tls = links_tls, n = n_breakers, opts = opts, made_in = made_in, created = created, window = window,  # nolint: line_length_linter.
+  list(kind = kind, tls = !is.null(tls), links_tls = links_tls, n = n_breakers, opts = opts, made_in = made_in,
+       created = created, window = window,
        redis_cpu = redis_cpu, redis_cpu_proc = (proc1 - proc0) / window,
        machine_busy = (busy1 - busy0) / window, load_before = load_before, load_after = load_after,
        commands_per_s = num(all, "total_commands_processed") / window,
@@ -487,7 +489,8 @@ compare <- function(figures, say) {
     b <- tls[[1]]
     ratio <- function(x, y) if (is.finite(x) && is.finite(y) && y > 0) fmt_x(x / y) else "-"
     row <- function(label, x, y, f) say(sprintf("| %s | %s | %s | %s |\n", label, f(x), f(y), ratio(y, x)))
-    say(sprintf("\n## %s: plain against TLS (run back to back, same options)\n\n", if (kind == "idle") "A. Idle" else "B. Busy"))  # nolint: line_length_linter.
+    say(sprintf("\n## %s: plain against TLS (run back to back, same options)\n\n",
+                if (kind == "idle") "A. Idle" else "B. Busy"))
     say("| measure | plain (redis://) | TLS (rediss://) | TLS / plain |\n|---|---|---|---|\n")
     row("**Redis CPU, % of one core** (INFO cpu)", a$redis_cpu, b$redis_cpu, pct)
     row("Redis CPU from /proc", a$redis_cpu_proc, b$redis_cpu_proc, pct)
@@ -593,7 +596,8 @@ status <- tryCatch(
         for (kind in c("idle", "busy")) {
           if (opts[[kind]] == 0) next
           for (server in servers) {
-            figures[[length(figures) + 1L]] <- report(run_scenario(kind, opts[[kind]], server, opts, dir, shim, say), say)  # nolint: line_length_linter.
+            figures[[length(figures) + 1L]] <- report(run_scenario(kind, opts[[kind]], server, opts, dir, shim, say),
+                                                      say)
           }
         }
         if (length(servers) > 1L) compare(figures, say)

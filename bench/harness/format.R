@@ -17,3 +17,21 @@ fmt_range <- function(x, f) paste0(f(min(x)), "-", f(max(x)))
 # A count with thousands separators: "12,345".
 fmt_n <- function(x) formatC(round(x), format = "d", big.mark = ",")
 verdict <- function(ok) if (ok) "met" else "MISSED"
+
+# Table rows of per-run values (one column a run), then the median (bold)
+# and the range: times in nanoseconds, and ratios against a budget.
+time_row <- function(label, x) {
+  paste0("| ", label, " | ", paste(vapply(x, fmt, ""), collapse = " | "), " | **", fmt(median(x)),
+         "** | ", fmt_range(x, fmt), " |")
+}
+# `budget` NA: a control, reported only. `at_most`: the median must be at
+# most `budget` (else at least); "(not in every run)" when some run missed.
+ratio_row <- function(label, x, budget = NA, at_most = TRUE) {
+  head <- paste0("| ", label, " | ", paste(vapply(x, fmt_x, ""), collapse = " | "), " | **", fmt_x(median(x)),
+                 "** | ", fmt_range(x, fmt_x), " | ")
+  if (is.na(budget)) return(paste0(head, "- | noise alone |"))
+  ok <- if (at_most) median(x) <= budget else median(x) >= budget
+  not_all <- ok && any(if (at_most) x > budget else x < budget)
+  paste0(head, if (at_most) "<= " else ">= ", budget, "x | ", verdict(ok),
+         if (not_all) " (not in every run)" else "", " |")
+}

@@ -183,6 +183,7 @@ TEST_CASE("the process handle runs the scenario", "[any-breaker]") {
   more.failure_threshold = 9;
   CHECK(b->reconfigure(cb::make_settings(more), t));
   CHECK(b->settings().failure_threshold == 9);
+  CHECK(b->store_info().empty());  // nothing beyond its state to tell
 }
 
 TEST_CASE("the host handle runs the scenario on a segment another handle shares",
@@ -206,6 +207,17 @@ TEST_CASE("the host handle runs the scenario on a segment another handle shares"
   // The configuration is the segment's identity.
   CHECK_FALSE(h->reconfigure(cb::make_settings(scenario_config(20)), t));
   CHECK(h->settings().recovery_timeout == 10 * kS);
+  // What the store tells of it, by name, in its order.
+  const cb::StoreInfo info = h->store_info();
+  std::vector<std::string> names;
+  for (const auto& f : info.fields()) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"path", "creator_pid", "seconds_since_created",
+                                          "commits", "recovered_owners",
+                                          "tracks_probe_owners"});
+  CHECK(info.fields()[0].text == path);
+  REQUIRE(info.fields()[1].number.has_value());
+  CHECK(*info.fields()[1].number == static_cast<double>(::getpid()));
+  CHECK(info.fields()[3].number.value_or(0) > 0);  // the scenario committed
 }
 
 TEST_CASE("a damaged segment is reported by the handle, and its result is not used",
@@ -271,6 +283,19 @@ TEST_CASE("the fleet handle runs the scenario against a real Redis",
     CHECK_FALSE(h->reconfigure(cb::make_settings(scenario_config(1)), now()));
     // The probe went out with the fleet's lease: the link worked.
     CHECK(sync->stats().linked);
+    // What the store tells of it: its link, then its own fields.
+    const cb::StoreInfo info = h->store_info();
+    REQUIRE(info.fields().size() == 14);
+    CHECK(info.fields()[0].name == "mode");
+    CHECK(info.fields()[0].text == "fleet");
+    CHECK(info.fields()[4].name == "topology");
+    CHECK(info.fields()[4].text == "single");
+    CHECK(info.fields()[10].name == "key");
+    CHECK(info.fields()[10].text == h->location());
+    const cb::StoreInfo store = cb::fleet_store_info(*sync);
+    CHECK(store.fields().back().name == "alone");
+    CHECK(store.fields().back().kind == cb::StoreInfo::Field::Kind::kFlag);
+    CHECK_FALSE(store.fields().back().flag);
   }  // the handle flushes its member's last counts
   sync.reset();
   cb::FleetSync::shutdown_all(2 * kS);

@@ -416,7 +416,7 @@ TEST_CASE("a probe's own outcome is reported, even when a sync moved the copy me
   CHECK(m.build(2 * kSec + 3).probes == "L7/s/-1;");
 }
 
-// Issue 20 (the [any-breaker] fleet flake): the sync thread built a report
+// The [any-breaker] fleet flake: the sync thread built a report
 // after a probe's success closed the local copy but before its outcome was
 // queued. That report said CLOSED without the probe; the fleet, still
 // half-open, answered HALF_OPEN in the generation of the local close, and
@@ -488,7 +488,7 @@ TEST_CASE("no report is built between a probe's outcome and its queueing",
   CHECK(old.breaker().snapshot(2 * kSec + 4).state == cb::State::HalfOpen);
 }
 
-// Issue 20 (the [any-breaker] fleet flake, the race seen there): the probe's
+// The [any-breaker] fleet flake (the race seen there): the probe's
 // LEASE moved the fleet to HALF_OPEN in generation 3, Redis then ran the sync
 // thread's SYNC (built in the local half-open period), and its reply was
 // applied before the caller's thread had the lease's reply: against the

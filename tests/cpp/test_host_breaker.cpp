@@ -1591,7 +1591,7 @@ TEST_CASE("an untracked probe gets a lease whichever way `no deadline` is spelt"
 }
 
 // ---------------------------------------------------------------------------
-// A segment is untrusted input (issue 18): a crafted value out of range gives
+// A segment is untrusted input: a crafted value out of range gives
 // the Corrupt verdict, a lock that is not released in time the Busy verdict,
 // within the lock's bound, and never a crash or a hang.
 

@@ -92,3 +92,27 @@ timed <- function(expr) {
   value <- expr
   list(value = value, seconds = as.numeric(difftime(Sys.time(), t0, units = "secs")))
 }
+
+# While a master fails over: runs `calls()` (which returns the longest time,
+# in seconds, that one of its calls took) every 50 ms until fleet breaker
+# `cb`'s link is back in mode "fleet" on a master other than 127.0.0.1:`old`,
+# for at most `timeout` seconds. The store may be alone meanwhile (the
+# warning is expected, not what these tests are about). Returns the master
+# it resumed on (NA: it did not) and the slowest call.
+until_master_moves <- function(cb, old, calls, timeout = 60) {
+  deadline <- Sys.time() + timeout
+  slowest <- 0
+  promoted <- NA_character_
+  quietly_alone({
+    while (Sys.time() < deadline) {
+      slowest <- max(slowest, calls())
+      m <- cb$metrics()
+      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
+        promoted <- m$master
+        break
+      }
+      Sys.sleep(0.05)
+    }
+  })
+  list(promoted = promoted, slowest = slowest)
+}

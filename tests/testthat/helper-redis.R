@@ -86,19 +86,50 @@ fleet_args <- function(...) {
 # callr process. `body` must be self-contained. `env`: environment variables
 # for the child (the clock-offset test hook, for one).
 fleet_child <- function(url, name, args, body, extra = list(), env = character(),
-                        sync_interval = 0.05, timeout = 0.2) {
+                        sync_interval = 0.05, timeout = 0.2, tls = NULL) {
   environment(body) <- globalenv()
   callr::r_bg(
-    function(url, name, args, body, extra, sync_interval, timeout) {
+    function(url, name, args, body, extra, sync_interval, timeout, tls) {
       library(circuitbreaker)
-      store <- breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout)
+      store <- breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout, tls = tls)
       cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
       body(cb, extra)
     },
     list(url = url, name = name, args = args, body = body, extra = extra,
-         sync_interval = sync_interval, timeout = timeout),
+         sync_interval = sync_interval, timeout = timeout, tls = tls),
     libpath = .libPaths(), supervise = TRUE, env = c(callr::rcmd_safe_env(), env)
   )
+}
+
+# A trip shared between processes, on fleet breaker `name` (fleet_args())
+# of the store at `url` (with `tls`), of which `cb` is this process's copy:
+# a watcher process makes no call until its copy says OPEN (a success
+# anywhere would end the fleet's run of failures), then one, which must be
+# rejected; meanwhile two failures here and three in a second process make
+# the five of the fleet. Returns the watcher's result, state, the states it
+# heard and its link's TLS.
+fleet_trip_race <- function(cb, url, name, tls = NULL, timeout = 0.2) {
+  watcher <- function(cb, extra) {
+    heard <- character()
+    cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
+    file.create(extra$ready)
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
+    res <- cb$execute(function() "ok", function() "rejected")
+    list(result = res, state = cb$state, heard = heard, tls = cb$metrics()$tls)
+  }
+  ready <- tempfile()
+  child <- fleet_child(url, name, fleet_args(), watcher, list(ready = ready, wait_until = child_wait_until()),
+                       timeout = timeout, tls = tls)
+  expect_true(wait_for_file(ready))
+  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
+  other <- fleet_child(url, name, fleet_args(), function(cb, extra) {
+    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
+    # Until the fleet's trip (its 5th failure is one of these) reaches this copy.
+    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
+                     what = "the fleet's trip")
+  }, list(wait_until = child_wait_until()), timeout = timeout, tls = tls)
+  collect_children(list(child, other))[[1]]
 }
 
 # Waits until file `path` exists (a child's "I am ready"), at most `timeout`

@@ -129,24 +129,6 @@ tls_store <- function(url, tls = NULL, ..., sync_interval = 0.05, timeout = 0.5)
   breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout, tls = tls, ...)
 }
 
-# Runs `body(cb, extra)` in a new R process on fleet breaker `name` (made
-# with `args`) of a store over TLS (`url`, `tls`), in the background; returns
-# the callr process (fleet_child() of helper-redis.R, with `tls`).
-tls_fleet_child <- function(url, tls, name, args, body, extra = list(), sync_interval = 0.05, timeout = 0.5) {
-  environment(body) <- globalenv()
-  callr::r_bg(
-    function(url, tls, name, args, body, extra, sync_interval, timeout) {
-      library(circuitbreaker)
-      store <- breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout, tls = tls)
-      cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
-      body(cb, extra)
-    },
-    list(url = url, tls = tls, name = name, args = args, body = body, extra = extra,
-         sync_interval = sync_interval, timeout = timeout),
-    libpath = .libPaths(), supervise = TRUE
-  )
-}
-
 # Every condition of class `class` that `expr` signals, muffled (the others
 # pass on), as a list; the value of `expr` is the attribute "value".
 tls_conditions <- function(expr, class) {
@@ -195,29 +177,26 @@ wait_for_fleet <- function(cb, timeout = 15) {
 # `certs` (made for it when NULL; the result's `certs`), in a private
 # directory; stopped, and the directory removed, when `env` ends.
 local_redis_tls_cluster <- function(..., certs = NULL, client = TRUE, env = parent.frame()) {
-  skip_if_no_tls(client)
-  skip_if_not(exists("redis_cluster_start", mode = "function"), "the package has no inst/redis/redis-cluster.R")
-  if (is.null(certs)) certs <- local_tls_certs(env)
-  dir <- tempfile("cb-cluster-tls-")
-  dir.create(dir)
-  withr::defer(unlink(dir, recursive = TRUE), envir = env)
-  cluster <- redis_cluster_start(dir, ..., tls = list(cert_file = certs$server_cert, key_file = certs$server_key,
-                                                      ca_file = certs$ca))
-  withr::defer(cluster$stop(), envir = env)
-  cluster$certs <- certs
-  cluster
+  local_redis_tls_topology("cluster", ..., certs = certs, client = client, env = env)
 }
 
 local_redis_tls_sentinel <- function(..., certs = NULL, client = TRUE, env = parent.frame()) {
+  local_redis_tls_topology("sentinel", ..., certs = certs, client = client, env = env)
+}
+
+# Both: `kind` names the starter of inst/redis/ (redis_<kind>_start()).
+local_redis_tls_topology <- function(kind, ..., certs = NULL, client = TRUE, env = parent.frame()) {
   skip_if_no_tls(client)
-  skip_if_not(exists("redis_sentinel_start", mode = "function"), "the package has no inst/redis/redis-sentinel.R")
+  starter <- paste0("redis_", kind, "_start")
+  skip_if_not(exists(starter, mode = "function"), sprintf("the package has no inst/redis/redis-%s.R", kind))
   if (is.null(certs)) certs <- local_tls_certs(env)
-  dir <- tempfile("cb-sentinel-tls-")
+  dir <- tempfile(sprintf("cb-%s-tls-", kind))
   dir.create(dir)
   withr::defer(unlink(dir, recursive = TRUE), envir = env)
-  sentinel <- redis_sentinel_start(dir, ..., tls = list(cert_file = certs$server_cert, key_file = certs$server_key,
-                                                        ca_file = certs$ca))
-  withr::defer(sentinel$stop(), envir = env)
-  sentinel$certs <- certs
-  sentinel
+  topology <- get(starter, mode = "function")(dir, ..., tls = list(cert_file = certs$server_cert,
+                                                                  key_file = certs$server_key,
+                                                                  ca_file = certs$ca))
+  withr::defer(topology$stop(), envir = env)
+  topology$certs <- certs
+  topology
 }

@@ -70,6 +70,18 @@ test_that("a pointer that is not a breaker's gives a classed error, not a crash"
   expect_error(circuitbreaker:::cb_state(NULL), class = "circuit_breaker_invalid_object")
 })
 
+test_that("the binding makes a breaker only of a store kind it knows, with its location", {
+  make <- function(kind, location) circuitbreaker:::cb_create(list(), NULL, kind, location)
+  expect_identical(circuitbreaker:::cb_store_kind(make("process", NULL)), "process")
+  expect_error(make("nope", NULL), class = "circuit_breaker_invalid_object")
+  expect_error(make(NA_character_, NULL), class = "circuit_breaker_invalid_object")
+  expect_error(make(c("process", "host"), NULL), class = "circuit_breaker_invalid_object")
+  # A location that is not its kind's.
+  expect_error(make("process", "/tmp/x"), class = "circuit_breaker_invalid_object")
+  expect_error(make("host", NULL), class = "circuit_breaker_invalid_object")
+  expect_error(make("redis", "/tmp/x"), class = "circuit_breaker_invalid_object")
+})
+
 test_that("forked children get their own copy of the breaker", {
   skip_on_os("windows")
   cb <- circuit_breaker(failure_threshold = 2)

@@ -1,4 +1,4 @@
-# A host segment is untrusted input (issue 18): bytes that another process
+# A host segment is untrusted input: bytes that another process
 # (or a crafted file) wrote give classed errors within a bound, in child R
 # processes (callr) that must not crash and go on with their other breakers;
 # a lock held by a stopped process makes another process's calls busy, not

@@ -1,4 +1,4 @@
-# The fleet store's cost follows activity (issue 21): an idle breaker costs
+# The fleet store's cost follows activity: an idle breaker costs
 # Redis nothing per sync, so a store of 1,000 idle breakers sends no more
 # commands per sync than a store of one. Counted, not timed: Redis's own
 # INFO commandstats on a real redis-server, which counts the commands that

@@ -109,25 +109,9 @@ test_that("a fleet breaker over rediss:// with ca_file shares a trip between pro
   expect_true(is.na(m$last_error))
 
   # Two failures here, three in another process: five across the fleet.
-  watcher <- function(cb, extra) {
-    file.create(extra$ready)
-    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
-                     what = "the fleet's trip")
-    list(result = cb$execute(function() "ok", function() "rejected"), tls = cb$metrics()$tls)
-  }
-  ready <- tempfile()
-  child <- tls_fleet_child(server$url, tls, "tls-trip", fleet_args(), watcher,
-                           list(ready = ready, wait_until = child_wait_until()))
-  expect_true(wait_for_file(ready))
-  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
-  other <- tls_fleet_child(server$url, tls, "tls-trip", fleet_args(), function(cb, extra) {
-    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
-    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
-                     what = "the fleet's trip")
-  }, list(wait_until = child_wait_until()))
-  res <- collect_children(list(child, other))
-  expect_identical(res[[1]]$result, "rejected")
-  expect_match(res[[1]]$tls, "^TLSv1\\.[23]$")
+  res <- fleet_trip_race(cb, server$url, "tls-trip", tls = tls, timeout = 0.5)
+  expect_identical(res$result, "rejected")
+  expect_match(res$tls, "^TLSv1\\.[23]$")
   expect_true(wait_until(function() identical(cb$state, "OPEN")))
   expect_identical(server$fleet("tls-trip", "to"), 1)
 
@@ -430,22 +414,11 @@ test_that("breakers over every master of a TLS Cluster sync; a master killed, it
   old <- owners[[victim]]
   expect_identical(cluster$cli(old, "WAIT", 1, 5000), "1")
   cluster$kill(old)
-  killed_at <- Sys.time()
-  slowest <- 0
-  resumed <- FALSE
-  quietly_alone({
-    while (Sys.time() < killed_at + 60) {
-      for (cb in cbs) slowest <- max(slowest, timed(cb$execute(function() "ok", function() "fb"))$seconds)
-      m <- cbs[[victim]]$metrics()
-      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
-        resumed <- TRUE
-        break
-      }
-      Sys.sleep(0.05)
-    }
+  moved <- until_master_moves(cbs[[victim]], old, function() {
+    max(vapply(cbs, function(cb) timed(cb$execute(function() "ok", function() "fb"))$seconds, 0))
   })
-  expect_true(resumed)
-  expect_lt(slowest, 10)  # a hang detector, not a timing
+  expect_false(is.na(moved$promoted))
+  expect_lt(moved$slowest, 10)  # a hang detector, not a timing
   # The promoted replica is reached over TLS too, and a trip there lands.
   for (i in 1:2) cbs[[victim]]$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(cluster_fleet(cluster, victim, "s"), 1), timeout = 20))
@@ -471,22 +444,9 @@ test_that("a fleet breaker behind TLS sentinels joins, and follows a failover ov
   expect_true(wait_until(function() identical(cb$metrics()$fleet_failures, 5), what = "the trip to reach the master"))
   expect_identical(sentinel$cli(old, "WAIT", 1, 5000), "1")
   sentinel$kill(old)
-  deadline <- Sys.time() + 60
-  promoted <- NA
-  slowest <- 0
-  quietly_alone({
-    while (Sys.time() < deadline) {
-      slowest <- max(slowest, timed(cb$execute(function() "ok", function() "fb"))$seconds)
-      m <- cb$metrics()
-      if (identical(m$mode, "fleet") && !identical(m$master, paste0("127.0.0.1:", old))) {
-        promoted <- m$master
-        break
-      }
-      Sys.sleep(0.05)
-    }
-  })
-  expect_lt(slowest, 10)  # a hang detector, not a timing
-  expect_identical(promoted, paste0("127.0.0.1:", sentinel$replica$port))
+  moved <- until_master_moves(cb, old, function() timed(cb$execute(function() "ok", function() "fb"))$seconds)
+  expect_lt(moved$slowest, 10)  # a hang detector, not a timing
+  expect_identical(moved$promoted, paste0("127.0.0.1:", sentinel$replica$port))
   expect_match(quietly_alone(cb$metrics())$tls, "^TLSv1\\.[23]$")
   expect_identical(cb$state, "OPEN")  # the fleet's state survived on the promoted replica
 })

@@ -82,32 +82,10 @@ test_that("a trip in one process opens the breaker in every process", {
   server <- local_redis_server()
   store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
   cb <- local_shared_breaker(store, "trip", fleet_args())
-  # It makes no call until its copy says OPEN (a success anywhere would end
-  # the fleet's run of failures), then one, which is rejected.
-  watcher <- function(cb, extra) {
-    heard <- character()
-    cb$on("state_change", function(from, to, ...) heard <<- c(heard, to))
-    file.create(extra$ready)
-    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
-                     what = "the fleet's trip")
-    res <- cb$execute(function() "ok", function() "rejected")
-    list(result = res, state = cb$state, heard = heard)
-  }
-  ready <- tempfile()
-  child <- fleet_child(server$url, "trip", fleet_args(), watcher, list(ready = ready, wait_until = child_wait_until()))
-  expect_true(wait_for_file(ready))
-  # Two failures here, three in a second process: five across the fleet.
-  for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
-  other <- fleet_child(server$url, "trip", fleet_args(), function(cb, extra) {
-    for (i in 1:3) cb$execute(function() stop("down"), function(e) "fb")
-    # Until the fleet's trip (its 5th failure is one of these) reaches this copy.
-    extra$wait_until(function() identical(cb$state, "OPEN"), timeout = 20, interval = 0.01,
-                     what = "the fleet's trip")
-  }, list(wait_until = child_wait_until()))
-  res <- collect_children(list(child, other))
-  expect_identical(res[[1]]$result, "rejected")
-  expect_identical(res[[1]]$state, "OPEN")
-  expect_true("OPEN" %in% res[[1]]$heard)
+  res <- fleet_trip_race(cb, server$url, "trip")
+  expect_identical(res$result, "rejected")
+  expect_identical(res$state, "OPEN")
+  expect_true("OPEN" %in% res$heard)
   expect_true(wait_until(function() identical(cb$state, "OPEN")))
   expect_identical(server$fleet("trip", "to"), 1)  # opened once, fleet-wide
   expect_true(cb$metrics()$calls == 2)

@@ -27,6 +27,7 @@
 #include "history.hpp"
 #include "permit.hpp"
 #include "snapshot.hpp"
+#include "store_info.hpp"
 #include "transition_log.hpp"
 #include "types.hpp"
 
@@ -82,6 +83,9 @@ class AnyBreaker {
   // where a pass goes (the fleet, for the fleet store).
   virtual HealthClaim claim_health_check(Nanos now) = 0;
   virtual HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) = 0;
+  // What the store tells about this breaker beyond its state (store_info.hpp):
+  // nothing for the process store.
+  virtual StoreInfo store_info() { return {}; }
 
   // Whether the store may still be used at all (a host segment whose header
   // was overwritten, or whose lock was found unrecoverable, may not).
@@ -107,43 +111,63 @@ class AnyBreaker {
   }
 };
 
+// A handle whose operations are its inner breaker's, unchanged: the process
+// store's (a Breaker) and the host store's (a HostBreaker). `Derived::inner()`
+// gives the inner breaker (a static call: no second virtual one). An
+// operation added to the state machine is forwarded here, once, for both.
+// The kind, reconfigure() (a shared store refuses it) and whatever else a
+// store adds are Derived's.
+template <typename Derived, typename Inner>
+class ForwardingHandle : public AnyBreaker {
+ public:
+  const Settings& settings() const noexcept override { return in().settings(); }
+  Admission acquire(Nanos now, Nanos probe_lease) override {
+    return in().acquire(now, probe_lease);
+  }
+  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
+    return in().record(p, o, now, open_for);
+  }
+  void release(const Permit& p, Nanos now) override { in().release(p, now); }
+  bool note(Outcome o, Nanos now) override { return in().note(o, now); }
+  void reset(Nanos now) override { in().reset(now); }
+  void force_open(Nanos now) override { in().force_open(now); }
+  void disable(Nanos now) override { in().disable(now); }
+  Snapshot snapshot(Nanos now) const override { return in().snapshot(now); }
+  std::size_t transitions_since(std::uint64_t after, Transition* out,
+                                std::size_t max) const override {
+    return in().transitions_since(after, out, max);
+  }
+  std::size_t history(Nanos now, ActivityBucket* out) override {
+    return in().history(now, out);
+  }
+  HealthClaim claim_health_check(Nanos now) override {
+    return in().claim_health_check(now);
+  }
+  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
+    return in().health_result(c, passed, now);
+  }
+
+ protected:
+  explicit ForwardingHandle(bool may_fault = false) noexcept : AnyBreaker(may_fault) {}
+
+ private:
+  Inner& in() noexcept { return static_cast<Derived&>(*this).inner(); }
+  const Inner& in() const noexcept { return static_cast<const Derived&>(*this).inner(); }
+};
+
 // The process store: the state machine and its state in this process.
-class ProcessHandle final : public AnyBreaker {
+class ProcessHandle final : public ForwardingHandle<ProcessHandle, Breaker> {
  public:
   ProcessHandle(const Settings& s, Nanos now) noexcept : breaker_(s, now) {}
 
   Breaker& breaker() noexcept { return breaker_; }
+  Breaker& inner() noexcept { return breaker_; }
+  const Breaker& inner() const noexcept { return breaker_; }
 
   const char* store_kind() const noexcept override { return "process"; }
-  const Settings& settings() const noexcept override { return breaker_.settings(); }
-  Admission acquire(Nanos now, Nanos probe_lease) override {
-    return breaker_.acquire(now, probe_lease);
-  }
-  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
-    return breaker_.record(p, o, now, open_for);
-  }
-  void release(const Permit& p, Nanos now) override { breaker_.release(p, now); }
-  bool note(Outcome o, Nanos now) override { return breaker_.note(o, now); }
-  void reset(Nanos now) override { breaker_.reset(now); }
-  void force_open(Nanos now) override { breaker_.force_open(now); }
-  void disable(Nanos now) override { breaker_.disable(now); }
   bool reconfigure(const Settings& s, Nanos now) override {
     breaker_.reconfigure(s, now);
     return true;
-  }
-  Snapshot snapshot(Nanos now) const override { return breaker_.snapshot(now); }
-  std::size_t transitions_since(std::uint64_t after, Transition* out,
-                                std::size_t max) const override {
-    return breaker_.transitions_since(after, out, max);
-  }
-  std::size_t history(Nanos now, ActivityBucket* out) override {
-    return breaker_.history(now, out);
-  }
-  HealthClaim claim_health_check(Nanos now) override {
-    return breaker_.claim_health_check(now);
-  }
-  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
-    return breaker_.health_result(c, passed, now);
   }
 
  private:

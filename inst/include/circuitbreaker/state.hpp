@@ -64,7 +64,7 @@ struct BreakerState {
   std::uint32_t health_owner = 0;
   HealthResult health_last_result = HealthResult::None;
   std::uint8_t health_unused_[3] = {};  // explicit, so that nothing is padding
-  // ---- The bulkhead (issue 22): its permits, their owners, the processes
+  // ---- The bulkhead: its permits, their owners, the processes
   // counted for a share and the count of full rejections (bulkhead.hpp).
   // Not moved by transitions: a permit outlives a change of generation.
   BulkheadPermits bulkhead;

@@ -33,7 +33,9 @@
 //      fleet/subscription.hpp, fleet/sync_schedule.hpp, fleet/script_lease.hpp;
 //      redis/cluster_sync.hpp removed (ClusterClient: RedisRouter and
 //      fleet/round_trip.hpp's fleet_sync(), fleet_lease(),
-//      fleet_health_lease()).
+//      fleet_health_lease()). AnyBreaker::store_info() (store_info.hpp;
+//      fleet/fleet_info.hpp) for what a store tells of a breaker;
+//      ClusterView::note_slot() (a slot down without its master).
 #define CIRCUITBREAKER_API_VERSION 4
 
 #endif  // CIRCUITBREAKER_VERSION_HPP

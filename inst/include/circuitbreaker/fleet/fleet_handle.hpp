@@ -35,6 +35,7 @@
 #include "member.hpp"
 #include "../host/host_handle.hpp"
 #include "fleet_bulkhead.hpp"
+#include "fleet_info.hpp"
 #include "keys.hpp"
 #include "sync.hpp"
 
@@ -150,6 +151,8 @@ class FleetHandle final : public AnyBreaker {
   }
 
   // Asked only with a bulkhead segment (AnyBreaker(true)): its faults.
+  StoreInfo store_info() override { return fleet_breaker_info(*sync_, *member_); }
+
   bool store_usable() const noexcept override { return bulkhead_->healthy(); }
   StoreFault store_fault() noexcept override {
     return store_fault_of(bulkhead_->take_fault(), bulkhead_->host().lock_wait());

@@ -157,7 +157,7 @@ class FleetMember {
   // generation the probe's own transition started: the fleet, still
   // half-open as it has not heard of the probe, answers half-open, adopt()'s
   // generation fence lets that answer through, and the local copy goes back
-  // to half-open until the next sync (issue 20: the [any-breaker] fleet
+  // to half-open until the next sync (the [any-breaker] fleet
   // flake; test_fleet.cpp's "no report is built between a probe's outcome
   // and its queueing").
   template <typename Record>
@@ -267,7 +267,7 @@ class FleetMember {
     // generation before the caller's thread has taken the lease's reply.
     // Judged against known_generation_, that half-open period would look
     // new: adopt() would start it again, and the probe leased in it would be
-    // late (issue 20: the [any-breaker] fleet flake). The reply is not
+    // late (the [any-breaker] fleet flake). The reply is not
     // adopted (the next sync's is), and known_generation_ stays what the
     // lease's reply sets.
     if (leasing_) {

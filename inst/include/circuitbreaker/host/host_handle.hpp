@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "../any_breaker.hpp"
+#include "../clock.hpp"
+#include "../store_info.hpp"
 #include "host_breaker.hpp"
 
 namespace circuitbreaker {
@@ -35,44 +37,35 @@ inline StoreFault store_fault_of(SegmentFault f,
   return out;
 }
 
-class HostHandle final : public AnyBreaker {
+class HostHandle final : public ForwardingHandle<HostHandle, HostBreaker> {
  public:
   // `host` is open (HostBreaker::open() succeeded); `path` is its segment.
   HostHandle(std::unique_ptr<HostBreaker> host, std::string path) noexcept
-      : AnyBreaker(true), host_(std::move(host)), path_(std::move(path)) {}
+      : ForwardingHandle(true), host_(std::move(host)), path_(std::move(path)) {}
 
   HostBreaker& host() noexcept { return *host_; }
   const HostBreaker& host() const noexcept { return *host_; }
+  HostBreaker& inner() noexcept { return *host_; }
+  const HostBreaker& inner() const noexcept { return *host_; }
 
   const char* store_kind() const noexcept override { return "host"; }
   const std::string& location() const noexcept override { return path_; }
-  const Settings& settings() const noexcept override { return host_->settings(); }
-  Admission acquire(Nanos now, Nanos probe_lease) override {
-    return host_->acquire(now, probe_lease);
-  }
-  bool record(const Permit& p, Outcome o, Nanos now, Nanos open_for) override {
-    return host_->record(p, o, now, open_for);
-  }
-  void release(const Permit& p, Nanos now) override { host_->release(p, now); }
-  bool note(Outcome o, Nanos now) override { return host_->note(o, now); }
-  void reset(Nanos now) override { host_->reset(now); }
-  void force_open(Nanos now) override { host_->force_open(now); }
-  void disable(Nanos now) override { host_->disable(now); }
   // The configuration is the segment's identity (host_breaker.hpp).
   bool reconfigure(const Settings&, Nanos) override { return false; }
-  Snapshot snapshot(Nanos now) const override { return host_->snapshot(now); }
-  std::size_t transitions_since(std::uint64_t after, Transition* out,
-                                std::size_t max) const override {
-    return host_->transitions_since(after, out, max);
-  }
-  std::size_t history(Nanos now, ActivityBucket* out) override {
-    return host_->history(now, out);
-  }
-  HealthClaim claim_health_check(Nanos now) override {
-    return host_->claim_health_check(now);
-  }
-  HealthResult health_result(const HealthClaim& c, bool passed, Nanos now) override {
-    return host_->health_result(c, passed, now);
+
+  // The segment: its file, who made it and when, its commits, the owners
+  // whose dead probes or permits were freed, and whether owners are tracked
+  // (host_breaker.hpp).
+  StoreInfo store_info() override {
+    const Nanos age = SteadyClock::now() - host_->header().created_at;
+    StoreInfo info;
+    info.text("path", path_)
+        .number("creator_pid", static_cast<double>(host_->header().creator_pid))
+        .number("seconds_since_created", nanos_to_seconds(age))
+        .number("commits", static_cast<double>(host_->commits()))
+        .number("recovered_owners", static_cast<double>(host_->recoveries()))
+        .flag("tracks_probe_owners", host_->tracks_owners());
+    return info;
   }
 
   bool store_usable() const noexcept override { return host_->healthy(); }
