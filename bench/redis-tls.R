@@ -96,15 +96,6 @@ rcall <- function(conn, args) {
   if (isTRUE(attr(reply, "redis_error"))) stop("Redis: ", paste(args, collapse = " "), ": ", reply)
   reply
 }
-fleet_info <- function(cb) circuitbreaker:::cb_fleet_info(environment(cb$execute)$ptr)
-wait_until <- function(ok, seconds) {
-  deadline <- Sys.time() + seconds
-  repeat {
-    if (ok()) return(TRUE)
-    if (Sys.time() > deadline) return(FALSE)
-    Sys.sleep(0.02)
-  }
-}
 q <- function(x, p) if (length(x)) unname(stats::quantile(x, p, type = 7, na.rm = TRUE)) else NA_real_
 # A bench::mark result's iterations without a GC (what its median is of), in ns.
 no_gc_times <- function(results, i) {

@@ -103,18 +103,6 @@ per_call_breaker <- function(conn, key, failure_threshold = 5) {
   }
 }
 
-fleet_info <- function(cb) circuitbreaker:::cb_fleet_info(environment(cb$execute)$ptr)
-
-# Waits (bounded) until `ok()` holds; returns whether it did.
-wait_until <- function(ok, seconds) {
-  deadline <- Sys.time() + seconds
-  repeat {
-    if (ok()) return(TRUE)
-    if (Sys.time() > deadline) return(FALSE)
-    Sys.sleep(0.02)
-  }
-}
-
 main <- function() {
   dir <- tempfile("cb-bench-redis-")
   dir.create(dir, mode = "0700")

@@ -10,3 +10,18 @@ redis_server_file <- local({
   file.path(dirname(get("ofile", envir = sys.frame(frame))), "..", "..", "inst", "redis", "redis-server.R")
 })
 source(redis_server_file, local = environment())
+
+# What a fleet breaker's link says (cb_fleet_info(): mode, syncs,
+# sync_failures, key, ...).
+fleet_info <- function(cb) circuitbreaker:::cb_fleet_info(environment(cb$execute)$ptr)
+
+# Waits (bounded: `seconds`, polling every 20 ms) until `ok()` holds;
+# returns whether it did.
+wait_until <- function(ok, seconds) {
+  deadline <- Sys.time() + seconds
+  repeat {
+    if (ok()) return(TRUE)
+    if (Sys.time() > deadline) return(FALSE)
+    Sys.sleep(0.02)
+  }
+}
