@@ -423,9 +423,15 @@ SEXP store_info_to_r(const circuitbreaker::StoreInfo& info) {
       case Kind::kNumber:
         SET_VECTOR_ELT(out, i, Rf_ScalarReal(f.number ? *f.number : NA_REAL));
         break;
-      case Kind::kText:
-        SET_VECTOR_ELT(out, i, Rf_ScalarString(Rf_mkCharCE(f.text.c_str(), CE_UTF8)));
+      case Kind::kText: {
+        // The string vector first: a CHARSXP is not protected while another
+        // allocation runs.
+        SEXP text = PROTECT(Rf_allocVector(STRSXP, 1));
+        SET_STRING_ELT(text, 0, Rf_mkCharCE(f.text.c_str(), CE_UTF8));
+        SET_VECTOR_ELT(out, i, text);
+        UNPROTECT(1);
         break;
+      }
       case Kind::kFlag: SET_VECTOR_ELT(out, i, Rf_ScalarLogical(f.flag)); break;
     }
   }

@@ -260,6 +260,43 @@ TEST_CASE("a member's report is resent unchanged until the fleet answers", "[fle
   CHECK(m.build(8).id.empty());
 }
 
+TEST_CASE("counts made before the fleet moved on are reported as their generation's",
+          "[fleet]") {
+  // A process cut off from Redis keeps counting on its local rules; the
+  // fleet moves on meanwhile (another process trips it and resets it). Its
+  // counts from before it heard of that are the old generation's: they
+  // reach the fleet's totals, never the new period's run of failures.
+  cb::Config c;
+  c.failure_threshold = 5;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  const cb::FleetReport join = m.build(1);
+  m.apply(reply_of({"ok", "3", "0", "0", "0", "0", "0", "0", "0", ""}), 2, join);
+  const cb::Admission ok = m.breaker().acquire(3);
+  REQUIRE(ok.permitted);
+  m.breaker().record(ok.permit, cb::Outcome::Success, 3);
+  const cb::FleetReport lost = m.build(4);  // sent, no answer: cut off
+  CHECK(lost.known_generation == 3);
+  CHECK(lost.delta.calls == 1);
+  fail(m.breaker(), 5, 5);  // on local rules: it trips on its own
+  CHECK(m.breaker().snapshot(5).state == cb::State::Open);
+  // Back: the fleet answers the report it had, in generation 5.
+  m.apply(reply_of({"ok", "5", "0", "0", "0", "0", "0", "9", "0", ""}), 6, lost);
+  const cb::FleetReport stale = m.build(7);
+  CHECK_FALSE(stale.id.empty());
+  CHECK(stale.known_generation == 3);  // the generation they were counted in
+  CHECK(stale.delta.calls == 5);
+  CHECK(stale.delta.failures == 5);
+  // Resent unchanged while unanswered.
+  CHECK(m.build(8).known_generation == 3);
+  m.apply(reply_of({"ok", "5", "0", "0", "0", "0", "0", "14", "0", ""}), 9, stale);
+  // The copy took the fleet's state; nothing stale is left.
+  CHECK(m.breaker().snapshot(9).state == cb::State::Closed);
+  const cb::FleetReport next = m.build(10);
+  CHECK(next.known_generation == 5);
+  CHECK(next.delta.calls == 0);
+  CHECK(next.id.empty());
+}
+
 TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]") {
   cb::FleetMember m("api", "{p:api}", cb::Config{}, 0, "proc");
   const cb::FleetReport sent = m.build(1);

@@ -89,8 +89,7 @@ class FleetMember {
       std::lock_guard<std::mutex> g(mutex_);
       leasing_ = false;
       if (r && r->size() == 3 && (*r)[0] == "probe") {
-        known_generation_ = std::strtoull((*r)[1].c_str(), nullptr, 10);
-        known_ = true;
+        learn_generation(std::strtoull((*r)[1].c_str(), nullptr, 10), now);
       }
     }
     if (!r) {
@@ -211,15 +210,25 @@ class FleetMember {
     const Snapshot snap = breaker_.snapshot(now);
     if (!pending_) {
       FleetReport r;
-      r.delta = counters_minus(snap.totals, baseline_);
-      baseline_ = snap.totals;
-      if (r.delta.calls || r.delta.rejected || command_ != FleetCommand::None ||
-          !probes_.empty()) {
+      if (stale_) {
+        // Counts of a generation the fleet has left (learn_generation()):
+        // alone, as that generation's; commands and probes wait for the
+        // next report, of the current one.
+        r.delta = counters_minus(stale_->totals, baseline_);
+        baseline_ = stale_->totals;
+        pending_generation_ = stale_->generation;
+        stale_.reset();
+      } else {
+        r.delta = counters_minus(snap.totals, baseline_);
+        baseline_ = snap.totals;
+        r.command = command_;
+        command_ = FleetCommand::None;
+        r.probes.swap(probes_);
+      }
+      if (r.delta.calls || r.delta.rejected || r.command != FleetCommand::None ||
+          !r.probes.empty()) {
         r.id = id_prefix_ + '.' + std::to_string(++serial_);
       }
-      r.command = command_;
-      command_ = FleetCommand::None;
-      r.probes.swap(probes_);
       pending_ = r;
     }
     Transition seen[TransitionLog::kCapacity];
@@ -230,7 +239,8 @@ class FleetMember {
     }
     last_seq_ = snap.last_transition;
     FleetReport r = *pending_;
-    r.known_generation = known_ ? known_generation_ : 0;
+    r.known_generation =
+        pending_generation_ ? *pending_generation_ : (known_ ? known_generation_ : 0);
     r.consecutive_failures = snap.consecutive_failures;
     r.state = snap.state;
     r.tripped = tripped_ && snap.state == State::Open;
@@ -255,6 +265,7 @@ class FleetMember {
     std::lock_guard<std::mutex> g(mutex_);
     if (pending_ && pending_->id == sent.id) {
       pending_.reset();
+      pending_generation_.reset();
       tripped_ = false;
     }
     if (reply.config_differs) {
@@ -283,8 +294,7 @@ class FleetMember {
     if (v.new_generation || reply.state == State::Closed) {
       denied_until_.store(0, std::memory_order_relaxed);
     }
-    known_generation_ = reply.generation;
-    known_ = true;
+    learn_generation(reply.generation, now);
     fleet_calls_ = reply.fleet_calls;
     fleet_failures_ = reply.fleet_failures;
   }
@@ -381,7 +391,24 @@ class FleetMember {
     if (breaker_.adopt(fv, snap.generation, snap.consecutive_failures, now, &seq)) {
       last_seq_ = seq;
     }
-    known_generation_ = r.generation;
+    learn_generation(r.generation, now);
+  }
+
+  // The fleet is in generation `g` (a reply said so; under mutex_). Counts
+  // not reported yet were made in the generation known until now: when the
+  // fleet has moved on, they go in a report of their own, as that
+  // generation's (the script adds them to the totals only). As the new one's,
+  // failures made while cut off from Redis would count toward the new
+  // period's trip rules, and open a fleet that others had reset meanwhile.
+  void learn_generation(std::uint64_t g, Nanos now) {
+    if (known_ && g != known_generation_ && !stale_) {
+      const Counters totals = breaker_.snapshot(now).totals;
+      const Counters unreported = counters_minus(totals, baseline_);
+      if (unreported.calls || unreported.rejected) {
+        stale_ = StaleCounts{totals, known_generation_};
+      }
+    }
+    known_generation_ = g;
     known_ = true;
   }
 
@@ -405,6 +432,14 @@ class FleetMember {
   std::string probes_;
   bool known_ = false;
   std::uint64_t known_generation_ = 0;
+  // Counts up to `totals` were made in `generation`, which the fleet has
+  // left (learn_generation()); the pending report may be of that generation.
+  struct StaleCounts {
+    Counters totals;
+    std::uint64_t generation = 0;
+  };
+  std::optional<StaleCounts> stale_;
+  std::optional<std::uint64_t> pending_generation_;
   bool leasing_ = false;  // confirm_probe() waits for a probe lease
   std::uint64_t fleet_calls_ = 0, fleet_failures_ = 0;
   std::string fleet_config_;
