@@ -297,6 +297,26 @@ TEST_CASE("counts made before the fleet moved on are reported as their generatio
   CHECK(next.id.empty());
 }
 
+TEST_CASE("a report still unanswered when the fleet moves on keeps its generation",
+          "[fleet]") {
+  cb::Config c;
+  c.failure_threshold = 5;
+  cb::FleetMember m("api", "{p:api}", c, 0, "proc");
+  const cb::FleetReport join = m.build(1);
+  m.apply(reply_of({"ok", "3", "0", "0", "0", "0", "0", "0", "0", ""}), 2, join);
+  fail(m.breaker(), 3, 2);
+  const cb::FleetReport pending = m.build(4);  // counted in generation 3
+  CHECK(pending.known_generation == 3);
+  // A reply to an older report (another thread's) says generation 5.
+  m.apply(reply_of({"ok", "5", "0", "0", "0", "0", "0", "9", "0", ""}), 5, join);
+  const cb::FleetReport again = m.build(6);  // resent: still generation 3's
+  CHECK(again.id == pending.id);
+  CHECK(again.known_generation == 3);
+  CHECK(again.delta.failures == 2);
+  m.apply(reply_of({"ok", "5", "0", "0", "0", "0", "0", "11", "0", ""}), 7, again);
+  CHECK(m.build(8).known_generation == 5);  // the next one is the fleet's now
+}
+
 TEST_CASE("a member keeps the fleet's configuration when it differs", "[fleet]") {
   cb::FleetMember m("api", "{p:api}", cb::Config{}, 0, "proc");
   const cb::FleetReport sent = m.build(1);

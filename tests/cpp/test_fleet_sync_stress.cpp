@@ -63,6 +63,17 @@ struct Caller {
   }
 };
 
+// A store's spec on `endpoint`: prefix, sync interval and timeout in ms.
+cb::FleetSpec spec_of(const cb::RedisEndpoint& endpoint, std::string prefix, int sync_ms,
+                      int timeout_ms) {
+  cb::FleetSpec spec;
+  spec.endpoint = endpoint;
+  spec.prefix = std::move(prefix);
+  spec.sync_interval = sync_ms * cb::kNanosPerMs;
+  spec.timeout = timeout_ms * cb::kNanosPerMs;
+  return spec;
+}
+
 // Polls `done()` every 5 ms for at most `seconds`; its last value.
 template <typename Done>
 bool wait_for(Done&& done, double seconds) {
@@ -137,11 +148,7 @@ TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
-  spec.prefix = "slow";
-  spec.sync_interval = 20 * cb::kNanosPerMs;
-  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec = spec_of(server.endpoint, "slow", 20, 100);
   cb::FleetSpec spec2 = spec;
   spec2.sync_interval = 30 * cb::kNanosPerMs;  // another store: a second process
   cb::Config config;
@@ -181,10 +188,6 @@ TEST_CASE("a slow Redis keeps the subscription and costs no full read", "[fleet-
   cb::FleetSync::shutdown_all(2 * cb::kNanosPerSecond);
 }
 
-// A subscription whose connection ends (CLIENT KILL of that client; a
-// restarted Redis does the same) is replaced: the store subscribes again
-// (each subscription asks for a read of every breaker), and messages reach
-// it again.
 // Managed services drop idle connections (Aiven after 300 s, Azure after
 // 10 min): an idle subscription sends a PING every keep_alive, which the
 // server sees as the subscribed client's last command, and the
@@ -193,11 +196,7 @@ TEST_CASE("an idle subscription is kept alive with PINGs", "[fleet-sync]") {
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
-  spec.prefix = "keepalive";
-  spec.sync_interval = 20 * cb::kNanosPerMs;
-  spec.timeout = 200 * cb::kNanosPerMs;
+  cb::FleetSpec spec = spec_of(server.endpoint, "keepalive", 20, 200);
   spec.keep_alive = 100 * cb::kNanosPerMs;
   cb::Config config;
   {
@@ -219,16 +218,16 @@ TEST_CASE("an idle subscription is kept alive with PINGs", "[fleet-sync]") {
   }
 }
 
+// A subscription whose connection ends (CLIENT KILL of that client; a
+// restarted Redis does the same) is replaced: the store subscribes again
+// (each subscription asks for a read of every breaker), and messages reach
+// it again.
 TEST_CASE("a subscription that ends is replaced, and every breaker read",
           "[fleet-sync]") {
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
-  spec.prefix = "killed";
-  spec.sync_interval = 20 * cb::kNanosPerMs;
-  spec.timeout = 100 * cb::kNanosPerMs;
+  cb::FleetSpec spec = spec_of(server.endpoint, "killed", 20, 100);
   cb::FleetSpec spec2 = spec;
   spec2.sync_interval = 30 * cb::kNanosPerMs;
   cb::Config config;
@@ -277,12 +276,8 @@ TEST_CASE("a subscription that does not answer the check is replaced", "[fleet-s
   if (!server.connect(redis)) return cbredis::skipped();
   cbredis::FreezeProxy proxy(server.endpoint.port);
   REQUIRE(proxy.port() != 0);
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
+  cb::FleetSpec spec = spec_of(server.endpoint, "frozen", 20, 100);
   spec.endpoint.port = proxy.port();
-  spec.prefix = "frozen";
-  spec.sync_interval = 20 * cb::kNanosPerMs;
-  spec.timeout = 100 * cb::kNanosPerMs;
   cb::FleetSpec spec2 = spec;
   spec2.endpoint = server.endpoint;  // the other store, not through the proxy
   spec2.sync_interval = 30 * cb::kNanosPerMs;
@@ -328,11 +323,8 @@ TEST_CASE("the sync threads and a caller share fleet breakers without a race",
   }
   // Two stores on one server and prefix: two sync threads (two "processes")
   // on the same breakers.
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
-  spec.prefix = "stress:" + std::to_string(server.endpoint.port);
-  spec.sync_interval = 5 * cb::kNanosPerMs;
-  spec.timeout = 200 * cb::kNanosPerMs;
+  cb::FleetSpec spec =
+      spec_of(server.endpoint, "stress:" + std::to_string(server.endpoint.port), 5, 200);
   cb::FleetSpec spec2 = spec;
   spec2.sync_interval = 7 * cb::kNanosPerMs;
   std::shared_ptr<cb::FleetSync> sync1 = cb::FleetSync::for_spec(spec);
@@ -457,11 +449,7 @@ TEST_CASE("a probe takes the fleet's lease after the server closed idle connecti
   cbredis::RedisServer server;
   cb::RedisConnection redis;
   if (!server.connect(redis)) return cbredis::skipped();
-  cb::FleetSpec spec;
-  spec.endpoint = server.endpoint;
-  spec.prefix = "idle";
-  spec.sync_interval = 50 * cb::kNanosPerMs;
-  spec.timeout = 500 * cb::kNanosPerMs;
+  cb::FleetSpec spec = spec_of(server.endpoint, "idle", 50, 500);
   cb::Config config;
   config.failure_threshold = 1;
   config.recovery_timeout = 0.3;

@@ -395,16 +395,16 @@ class FleetMember {
   }
 
   // The fleet is in generation `g` (a reply said so; under mutex_). Counts
-  // not reported yet were made in the generation known until now: when the
-  // fleet has moved on, they go in a report of their own, as that
-  // generation's (the script adds them to the totals only). As the new one's,
-  // failures made while cut off from Redis would count toward the new
-  // period's trip rules, and open a fleet that others had reset meanwhile.
+  // not reported yet (and an unanswered report's) were made in the one known
+  // until now: when the fleet has moved on, they go as that generation's (the
+  // script adds them to the totals only). As the new one's, failures made
+  // while cut off from Redis would count toward the new period's trip rules.
   void learn_generation(std::uint64_t g, Nanos now) {
-    if (known_ && g != known_generation_ && !stale_) {
+    if (known_ && g != known_generation_) {
+      if (pending_ && !pending_generation_) pending_generation_ = known_generation_;
       const Counters totals = breaker_.snapshot(now).totals;
       const Counters unreported = counters_minus(totals, baseline_);
-      if (unreported.calls || unreported.rejected) {
+      if (!stale_ && (unreported.calls || unreported.rejected)) {
         stale_ = StaleCounts{totals, known_generation_};
       }
     }
@@ -433,7 +433,7 @@ class FleetMember {
   bool known_ = false;
   std::uint64_t known_generation_ = 0;
   // Counts up to `totals` were made in `generation`, which the fleet has
-  // left (learn_generation()); the pending report may be of that generation.
+  // left (learn_generation()); so were a pending report's, when set.
   struct StaleCounts {
     Counters totals;
     std::uint64_t generation = 0;
