@@ -29,6 +29,10 @@ cb_rejection_names <- function() {
     .Call(`_circuitbreaker_cb_rejection_names`)
 }
 
+cb_codes <- function() {
+    .Call(`_circuitbreaker_cb_codes`)
+}
+
 cb_note <- function(ptr, outcome) {
     .Call(`_circuitbreaker_cb_note`, ptr, outcome)
 }

@@ -15,19 +15,49 @@
 #   NULL               rejected; the fallback takes no argument and nobody
 #                      listens, so no condition object is needed (the
 #                      expensive part of a rejection)
-#   a double vector    rejected: c(state, retry_after, reason, listening,
-#                      max_wait), the breaker as it was at the moment of
-#                      refusal; max_wait > 0: the bulkhead was full and the
-#                      call may wait that long for a permit (R/bulkhead.R)
+#   a double vector    rejected: state, retry_after, reason, listening and
+#                      max_wait (read by name: REJECTION_* below), the
+#                      breaker as it was at the moment of refusal; max_wait
+#                      > 0: the bulkhead was full and the call may wait that
+#                      long for a permit (R/bulkhead.R)
 
 #' @include conditions.R http-outcome.R bulkhead.R
 NULL
 
-# Outcome codes of the core's Outcome enum (types.hpp); the binding checks
-# that a code is one of them.
-OUTCOME_SUCCESS <- 0L
-OUTCOME_FAILURE <- 1L
-OUTCOME_IGNORED <- 2L
+# The binding's codes, read by name when the package loads
+# (install_core_codes()): the core's outcomes, which cb_record() and cb_note()
+# check, and the positions of a rejection vector's fields. Constants in the
+# namespace, so that the hot path looks up a symbol and nothing more.
+OUTCOME_SUCCESS <- NULL
+OUTCOME_FAILURE <- NULL
+OUTCOME_IGNORED <- NULL
+REJECTION_STATE <- NULL
+REJECTION_RETRY_AFTER <- NULL
+REJECTION_REASON <- NULL
+REJECTION_LISTENING <- NULL
+REJECTION_MAX_WAIT <- NULL
+REJECTION_FULL <- NULL
+
+# Sets the constants above from cb_codes(); a name the binding no longer
+# gives fails here, when the package loads, not in a call.
+install_core_codes <- function(ns, codes) {
+  code <- function(kind, name) {
+    value <- codes[[kind]][name]
+    if (is.na(value)) stop("the binding gives no ", kind, " code named ", name, call. = FALSE)
+    unname(value)
+  }
+  ns$OUTCOME_SUCCESS <- code("outcome", "success")
+  ns$OUTCOME_FAILURE <- code("outcome", "failure")
+  ns$OUTCOME_IGNORED <- code("outcome", "ignored")
+  ns$REJECTION_STATE <- code("rejection_field", "state")
+  ns$REJECTION_RETRY_AFTER <- code("rejection_field", "retry_after")
+  ns$REJECTION_REASON <- code("rejection_field", "reason")
+  ns$REJECTION_LISTENING <- code("rejection_field", "listening")
+  ns$REJECTION_MAX_WAIT <- code("rejection_field", "max_wait")
+  # A reason as the rejection vector holds it (a double).
+  ns$REJECTION_FULL <- as.double(code("rejection", "full"))
+  invisible(ns)
+}
 
 # Runs request_func(). On an error, on_error(condition) is called while the
 # error is being signalled; if it returns TRUE, run_guarded() returns NULL at
@@ -52,7 +82,7 @@ breaker_execute <- function(request_func, fallback_func = NULL) {
   permit <- .Call(cb_acquire, ptr, request_func, fallback_func, NULL)
   if (is.null(permit)) return(fallback_func())
   if (is.double(permit)) {
-    if (permit[[5L]] > 0) permit <- wait_for_permit(ptr, permit, request_func, NULL)
+    if (permit[[REJECTION_MAX_WAIT]] > 0) permit <- wait_for_permit(ptr, permit, request_func, NULL)
     if (is.double(permit)) return(answer_rejected(core, permit, fallback_func))
   }
   if (is.list(permit)) {
@@ -167,16 +197,19 @@ retry_after_hint <- function(core, response) {
 
 # The condition for a rejection as cb_acquire() described it.
 rejection_condition <- function(core, rejection) {
-  open_condition(core$name, the$state_names[[rejection[[1L]] + 1L]], rejection[[2L]],
-                 the$rejection_names[[rejection[[3L]] + 1L]])
+  open_condition(core$name, the$state_names[[rejection[[REJECTION_STATE]] + 1L]],
+                 rejection[[REJECTION_RETRY_AFTER]], rejection_reason(rejection))
 }
+
+# The name of a rejection vector's reason ("open", "full", ...).
+rejection_reason <- function(rejection) the$rejection_names[[rejection[[REJECTION_REASON]] + 1L]]
 
 # Tells the listeners of a rejection (as it was at the moment of refusal).
 notify_rejected <- function(core, rejection) {
-  if (rejection[[4L]] != 0) {
+  if (rejection[[REJECTION_LISTENING]] != 0) {
     emit_transitions(core)
-    emit(core, "rejected", retry_after = rejection[[2L]],
-         reason = the$rejection_names[[rejection[[3L]] + 1L]])
+    emit(core, "rejected", retry_after = rejection[[REJECTION_RETRY_AFTER]],
+         reason = rejection_reason(rejection))
   }
 }
 

@@ -33,12 +33,8 @@ print.circuit_breaker_share <- function(x, ...) {
   invisible(x)
 }
 
-# REJECTION_FULL: the core's Rejection::Full (types.hpp), the reason of a
-# rejection vector (R/breaker-execute.R) refused by a full bulkhead.
-REJECTION_FULL <- 5
-
 # A call refused because the bulkhead was full (`rejection`, cb_acquire()'s
-# vector, whose fifth element is max_wait) waits up to max_wait seconds for a
+# vector, with its max_wait field) waits up to max_wait seconds for a
 # permit: it polls whether one is free (cb_bulkhead_room(), which counts
 # nothing) with a backoff from 5 ms to 100 ms, in Sys.sleep(), which a
 # user's interrupt ends, and holds no lock meanwhile. When it sees a free
@@ -47,7 +43,7 @@ REJECTION_FULL <- 5
 # rejection when the wait ends without one (or the breaker refused the call
 # for another reason meanwhile).
 wait_for_permit <- function(ptr, rejection, request_func, timeout) {
-  deadline <- Sys.time() + rejection[[5L]]
+  deadline <- Sys.time() + rejection[[REJECTION_MAX_WAIT]]
   delay <- 0.005
   repeat {
     left <- as.numeric(difftime(deadline, Sys.time(), units = "secs"))
@@ -59,6 +55,6 @@ wait_for_permit <- function(ptr, rejection, request_func, timeout) {
     got <- .Call(cb_acquire, ptr, request_func, NULL, timeout)
     if (!is.double(got)) return(got)
     rejection <- got
-    if (rejection[[3L]] != REJECTION_FULL) return(rejection)
+    if (rejection[[REJECTION_REASON]] != REJECTION_FULL) return(rejection)
   }
 }

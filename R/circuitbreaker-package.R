@@ -29,11 +29,13 @@ utils::globalVariables(c("ptr", "core", "self"))
 .onLoad <- function(libname, pkgname) {
   # What the C++ core names, fetched once: its arguments (the one table in
   # config_fields.hpp, which also gives circuit_breaker() its defaults), its
-  # states and its reasons for a rejection.
+  # states and its reasons for a rejection, and the codes R passes to the
+  # binding and reads from it.
   table <- cb_argument_table()
   the$core_argument_names <- table$name
   the$state_names <- cb_state_names()
   the$rejection_names <- cb_rejection_names()
+  install_core_codes(topenv(), cb_codes())
   install_breaker_formals(topenv(), table)
 }
 

@@ -8,7 +8,7 @@ NULL
 # Every setting is checked here, when the store is made, so that a typo is
 # an error that names the field rather than a store that later warns that
 # it is alone. The core takes the merged settings as they are
-# (redis_store_spec()$tls) and type-checks them only.
+# (fleet_store_spec()$tls) and type-checks them only.
 #
 # A setting's value is never echoed when it may be a secret: a name that is
 # not a setting may hold anything (`tls = list(password = ...)`), and a
@@ -187,7 +187,7 @@ looks_like_pem <- function(x) rlang::is_string(x) && grepl("-----BEGIN|[\r\n]", 
 # does not verify the server.
 redis_url_warnings <- function(store, parsed) {
   said <- the$redis_url_said %||% (the$redis_url_said <- new.env(parent = emptyenv()))
-  key <- rlang::hash(redis_store_spec(store))
+  key <- rlang::hash(fleet_store_spec(store))
   if (isTRUE(said[[key]])) return(invisible())
   said[[key]] <- TRUE
   unknown <- as.character(parsed$query_unknown %||% character())

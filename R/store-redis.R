@@ -217,12 +217,12 @@ redis_sentinel_args <- function(sentinel, master, sentinel_password, call) {
 #' @rdname breaker_store_redis
 #' @export
 breaker_store_redis_ping <- function(store) {
-  check_redis_store(store)
-  res <- cb_redis_ping(redis_store_spec(store))
+  check_fleet_store(store)
+  res <- cb_redis_ping(fleet_store_spec(store))
   structure(isTRUE(res$ok) && identical(res$message, "PONG"), message = res$message)
 }
 
-check_redis_store <- function(store, call = rlang::caller_env()) {
+check_fleet_store <- function(store, call = rlang::caller_env()) {
   if (!inherits(store, "circuit_breaker_store_redis")) {
     abort_bad_argument("store", "a store from `breaker_store_redis()`", store, call = call)
   }
@@ -239,7 +239,7 @@ check_redis_store <- function(store, call = rlang::caller_env()) {
 #' @exportS3Method
 store_location.circuit_breaker_store_redis <- function(store, name, call) {
   check_shared_name(store, name, call)
-  c(redis_store_spec(store), list(name = name))
+  c(fleet_store_spec(store), list(name = name))
 }
 
 #' @exportS3Method
@@ -276,13 +276,13 @@ store_badge.circuit_breaker_store_redis <- function(store, m) {
 }
 
 #' @exportS3Method
-store_unlink.circuit_breaker_store_redis <- function(store, name, call) redis_store_unlink(name, store, call)
+store_unlink.circuit_breaker_store_redis <- function(store, name, call) fleet_store_unlink(name, store, call)
 
 # The connection details that identify the sync thread of `store` in this
 # process (one per store, whatever the breaker). The clock offset is a test
 # hook: CIRCUITBREAKER_TEST_CLOCK_OFFSET (seconds) skews this process's
 # clock, to show that the hosts' clocks do not matter.
-redis_store_spec <- function(store) {
+fleet_store_spec <- function(store) {
   offset <- suppressWarnings(as.numeric(Sys.getenv("CIRCUITBREAKER_TEST_CLOCK_OFFSET", "0")))
   if (!isTRUE(is.finite(offset))) offset <- 0
   list(url = store$secret$url, prefix = store$prefix, sync_interval = store$sync_interval,
@@ -367,7 +367,7 @@ format.circuit_breaker_store_redis <- function(x, ...) {
   where <- if (is.null(x$sentinel) && seeds == 1L) paste0(scheme, auth, host, ":", e$port, "/", e$db) else x$url
   out <- paste0("<circuit_breaker_store: redis, ", where, ", prefix ", x$prefix, ">")
   # The link of this process, once a breaker of the store has started it.
-  link <- if (cb_redis_available()) cb_fleet_store_info(redis_store_spec(x))
+  link <- if (cb_redis_available()) cb_fleet_store_info(fleet_store_spec(x))
   if (!is.null(link)) {
     out <- c(out, paste0("  mode: ", link$mode, "   syncs: ", link$syncs,
                          "   failed: ", link$sync_failures, "   tls: ", link$tls),
@@ -423,7 +423,7 @@ abort_fleet_wrong_config <- function(name, argument = NULL, given = NULL, stored
 # kept per store (by a hash of its connection details, which hold the
 # password: the hash does not).
 fleet_link_news <- function(store) {
-  spec <- redis_store_spec(store)
+  spec <- fleet_store_spec(store)
   info <- cb_fleet_store_info(spec)
   if (is.null(info)) return(invisible())
   said <- the$fleet_alone %||% (the$fleet_alone <- new.env(parent = emptyenv()))
@@ -483,7 +483,7 @@ store_rejoined_message <- function(store) {
 # answer; then one DEL of every key of the breaker (the core lists them:
 # fleet_breaker_keys()), on a connection of its own. TRUE when there was
 # something to remove.
-redis_store_unlink <- function(name, store, call) {
+fleet_store_unlink <- function(name, store, call) {
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
   spec <- store_location(store, name, call = call)
   segment <- cb_fleet_bulkhead_path(spec)

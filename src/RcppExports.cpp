@@ -80,6 +80,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_codes
+SEXP cb_codes();
+RcppExport SEXP _circuitbreaker_cb_codes() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_codes());
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_note
 bool cb_note(SEXP ptr, SEXP outcome);
 RcppExport SEXP _circuitbreaker_cb_note(SEXP ptrSEXP, SEXP outcomeSEXP) {
@@ -577,6 +586,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_argument_table", (DL_FUNC) &_circuitbreaker_cb_argument_table, 0},
     {"_circuitbreaker_cb_state_names", (DL_FUNC) &_circuitbreaker_cb_state_names, 0},
     {"_circuitbreaker_cb_rejection_names", (DL_FUNC) &_circuitbreaker_cb_rejection_names, 0},
+    {"_circuitbreaker_cb_codes", (DL_FUNC) &_circuitbreaker_cb_codes, 0},
     {"_circuitbreaker_cb_note", (DL_FUNC) &_circuitbreaker_cb_note, 2},
     {"_circuitbreaker_cb_reset", (DL_FUNC) &_circuitbreaker_cb_reset, 1},
     {"_circuitbreaker_cb_force_open", (DL_FUNC) &_circuitbreaker_cb_force_open, 1},

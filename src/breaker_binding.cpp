@@ -86,15 +86,34 @@ double wait_for(const BreakerHandle& h, const circuitbreaker::Admission& a) {
   return circuitbreaker::nanos_to_seconds(h.breaker->settings().max_wait);
 }
 
-// What R needs to answer a rejection: c(state, retry_after, reason,
-// listening, max_wait).
+// What R needs to answer a rejection, a double vector of these fields in
+// this order. R reads them by name: cb_codes() gives it their positions.
+enum RejectionField { kState, kRetryAfter, kReason, kListening, kMaxWait, kFieldCount };
+constexpr const char* kRejectionFieldNames[kFieldCount] = {
+    "state", "retry_after", "reason", "listening", "max_wait"};
+
 SEXP rejection_to_r(const BreakerHandle& h, const circuitbreaker::Admission& a) {
-  SEXP out = Rf_allocVector(REALSXP, 5);
-  REAL(out)[0] = static_cast<double>(a.state);
-  REAL(out)[1] = seconds(a.retry_after);
-  REAL(out)[2] = static_cast<double>(a.rejection);
-  REAL(out)[3] = h.listening ? 1 : 0;
-  REAL(out)[4] = wait_for(h, a);
+  SEXP out = Rf_allocVector(REALSXP, kFieldCount);
+  REAL(out)[kState] = static_cast<double>(a.state);
+  REAL(out)[kRetryAfter] = seconds(a.retry_after);
+  REAL(out)[kReason] = static_cast<double>(a.rejection);
+  REAL(out)[kListening] = h.listening ? 1 : 0;
+  REAL(out)[kMaxWait] = wait_for(h, a);
+  return out;
+}
+
+// A named integer vector: `count` codes, named by `name(code)`, valued
+// `code + offset`.
+template <typename Name>
+SEXP named_codes(int count, Name name, int offset) {
+  SEXP out = PROTECT(Rf_allocVector(INTSXP, count));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, count));
+  for (int i = 0; i < count; ++i) {
+    INTEGER(out)[i] = i + offset;
+    SET_STRING_ELT(names, i, Rf_mkChar(name(i)));
+  }
+  Rf_setAttrib(out, R_NamesSymbol, names);
+  UNPROTECT(2);
   return out;
 }
 
@@ -215,6 +234,27 @@ Rcpp::CharacterVector cb_rejection_names() {
   for (int i = 0; i < circuitbreaker::kRejectionCount; ++i) {
     out[i] = circuitbreaker::rejection_name(static_cast<circuitbreaker::Rejection>(i));
   }
+  return out;
+}
+
+// The codes R passes to and reads from the binding, by name: the core's
+// outcomes (cb_record(), cb_note()) and reasons for a rejection, and the
+// positions (1-based) of a rejection vector's fields.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_codes() {
+  using circuitbreaker::Rejection;
+  SEXP outcome = PROTECT(named_codes(
+      circuitbreaker::kOutcomeCount,
+      [](int i) { return circuitbreaker::outcome_name(static_cast<Outcome>(i)); }, 0));
+  SEXP rejection = PROTECT(named_codes(
+      circuitbreaker::kRejectionCount,
+      [](int i) { return circuitbreaker::rejection_name(static_cast<Rejection>(i)); }, 0));
+  SEXP field = PROTECT(
+      named_codes(kFieldCount, [](int i) { return kRejectionFieldNames[i]; }, 1));
+  SEXP out = Rcpp::List::create(Rcpp::Named("outcome") = outcome,
+                                Rcpp::Named("rejection") = rejection,
+                                Rcpp::Named("rejection_field") = field);
+  UNPROTECT(3);
   return out;
 }
 

@@ -84,7 +84,7 @@ SEXP make_breaker_pointer(const circuitbreaker::Config& config, SEXP clock, SEXP
                           SEXP location);
 
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS
-// The FleetSpec of the list that R's redis_store_spec() makes (url, prefix,
+// The FleetSpec of the list that R's fleet_store_spec() makes (url, prefix,
 // sync_interval, timeout, clock_offset; checked by breaker_store_redis()).
 circuitbreaker::FleetSpec fleet_spec_from(SEXP spec);
 // The `tls` list of a store's spec (R's merged, checked settings).

@@ -133,7 +133,7 @@ SEXP cb_redis_parse_url(SEXP url) {
 // Connects (through the sentinels, when the store has some), authenticates,
 // selects the database and sends PING, each round trip bounded by the
 // store's timeout (the store's own connection class). `spec` is the list
-// that R's redis_store_spec() makes. Returns list(ok, message): the PING
+// that R's fleet_store_spec() makes. Returns list(ok, message): the PING
 // reply, or what failed.
 // [[Rcpp::export(rng = false)]]
 SEXP cb_redis_ping(SEXP spec) {
@@ -203,7 +203,7 @@ SEXP cb_fleet_info(SEXP ptr) {
 }
 
 // What the link of a store says, if this process has one for `spec` (the
-// list that R's redis_store_spec() makes; fleet/fleet_info.hpp's
+// list that R's fleet_store_spec() makes; fleet/fleet_info.hpp's
 // fleet_store_info()). NULL when no breaker of the store has started its
 // sync.
 // [[Rcpp::export(rng = false)]]
@@ -237,7 +237,7 @@ std::vector<std::string> cb_fleet_breaker_keys(std::string prefix, std::string n
 }
 
 // The file that holds fleet breaker `spec`'s bulkhead permits on this host
-// (a list from R's redis_store_location(); fleet/fleet_bulkhead.hpp), in
+// (a list from R's store_location(); fleet/fleet_bulkhead.hpp), in
 // this user's default host store directory, whether or not it exists.
 // [[Rcpp::export(rng = false)]]
 std::string cb_fleet_bulkhead_path(SEXP spec) {
@@ -252,7 +252,7 @@ std::string cb_fleet_bulkhead_path(SEXP spec) {
 }
 
 // Deletes every key of the fleet breaker `spec` names (a list from R's
-// redis_store_location()), on a connection of its own, each round trip
+// store_location()), on a connection of its own, each round trip
 // bounded by the store's timeout. Returns how many keys existed; when Redis
 // cannot be reached (or refuses), R's abort_fleet_unreachable() says why.
 // [[Rcpp::export(rng = false)]]

@@ -51,7 +51,7 @@ measure <- function(n, busy, seconds = 5) {
   })
   Sys.sleep(1.5)  # registrations and the first reads done
   for (port in masters) cluster$cli(port, "CONFIG", "RESETSTAT")
-  syncs0 <- circuitbreaker:::cb_fleet_store_info(circuitbreaker:::redis_store_spec(store))$syncs
+  syncs0 <- circuitbreaker:::cb_fleet_store_info(circuitbreaker:::fleet_store_spec(store))$syncs
   end <- Sys.time() + seconds
   k <- 0
   while (Sys.time() < end) {
@@ -61,7 +61,7 @@ measure <- function(n, busy, seconds = 5) {
     }
     Sys.sleep(0.1)
   }
-  syncs <- circuitbreaker:::cb_fleet_store_info(circuitbreaker:::redis_store_spec(store))$syncs - syncs0
+  syncs <- circuitbreaker:::cb_fleet_store_info(circuitbreaker:::fleet_store_spec(store))$syncs - syncs0
   stats <- commandstats()
   stats <- stats[setdiff(names(stats), c("info", "config|resetstat", "config", "cluster|info", "cluster|nodes"))]
   # The store's sync thread ends with its last breaker: gone before the

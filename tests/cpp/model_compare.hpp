@@ -57,14 +57,7 @@ inline std::string describe(const Config& c) {
   return o.str();
 }
 
-inline const char* outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::Success: return "success";
-    case Outcome::Failure: return "failure";
-    case Outcome::Ignored: return "ignored";
-  }
-  return "?";
-}
+using circuitbreaker::outcome_name;  // the core's (types.hpp)
 
 inline const char* kind_name(cbmodel::Kind k) {
   switch (k) {

@@ -241,10 +241,36 @@ TEST_CASE("share(p) counts the processes that use the breaker", "[bulkhead]") {
 
 TEST_CASE("valid() refuses a bulkhead block with an impossible member count",
           "[bulkhead][state]") {
-  cb::BreakerState st;
-  CHECK(cb::valid(st));
+  cb::BulkheadPermits permits;
+  CHECK(permits.valid());
   std::uint32_t members = cb::kMaxConcurrent + 1;
   // The member count comes first.
-  std::memcpy(reinterpret_cast<unsigned char*>(&st.bulkhead), &members, sizeof members);
-  CHECK_FALSE(cb::valid(st));
+  std::memcpy(reinterpret_cast<unsigned char*>(&permits), &members, sizeof members);
+  CHECK_FALSE(permits.valid());
+}
+
+TEST_CASE("a breaker without a bulkhead carries no bulkhead block; one that gains one gets it",
+          "[bulkhead][state]") {
+  Config c;
+  Breaker plain(cb_test::settings_of(c), 0);
+  CHECK(plain.store().bulkhead() == nullptr);
+  CHECK(sizeof(Breaker) < sizeof(cb::BreakerState) + sizeof(cb::BulkheadPermits));
+  const Permit p = admit(plain, 1);
+  CHECK(p.bulk_lease == 0);
+  CHECK(plain.record(p, Outcome::Success, 2));
+  CHECK(plain.snapshot(2).max_concurrent == 0);
+  CHECK(plain.snapshot(2).in_flight == 0);
+
+  c.max_concurrent = 1;
+  plain.reconfigure(cb_test::settings_of(c), 3);
+  REQUIRE(plain.store().bulkhead() != nullptr);
+  const Permit held = admit(plain, 4);
+  CHECK(plain.acquire(5).rejection == Rejection::Full);
+  CHECK(plain.snapshot(5).in_flight == 1);
+  CHECK(plain.snapshot(5).full_rejections == 1);
+  plain.release(held, 6);
+  CHECK(plain.snapshot(6).in_flight == 0);
+
+  Breaker bounded(cb_test::settings_of(c), 0);
+  CHECK(bounded.store().bulkhead() != nullptr);
 }

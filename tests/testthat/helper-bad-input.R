@@ -138,7 +138,7 @@ bad_input_specs <- list(
   breaker_store_segments = list(group = "store", args = function() list(store = breaker_store_host(tempdir())),
                                 valid = list(store = nothing)),
   # The default URL is a valid value; no server is contacted by the store.
-  breaker_store_redis = list(group = "redis_store", args = list, call_valid = TRUE,
+  breaker_store_redis = list(group = "fleet_store", args = list, call_valid = TRUE,
                              valid = list(url = null_or(nothing),
                                           prefix = function(x) {
                                             is_string(x) && grepl("^[A-Za-z0-9_.:-]+$", x) && nchar(x) <= 100
@@ -151,7 +151,7 @@ bad_input_specs <- list(
                                           sentinel_password = is.null,
                                           # Only NULL is valid without files to name (TLS has its own tests).
                                           tls = is.null)),
-  breaker_store_redis_ping = list(group = "redis_store", args = function() list(store = breaker_store_redis()),
+  breaker_store_redis_ping = list(group = "fleet_store", args = function() list(store = breaker_store_redis()),
                                   valid = list(store = nothing)),
   breaker_dashboard_ui = list(group = "plumber_shiny", args = function() list(id = "d"), valid = list(id = is_string)),
   breaker_dashboard_server = list(

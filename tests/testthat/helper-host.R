@@ -19,20 +19,11 @@ host_args <- function(...) {
   utils::modifyList(list(failure_threshold = 5, recovery_timeout = 30), list(...))
 }
 
-# Runs `body(cb)` in a new R process on the shared breaker `name` of `store`
-# (made with `args`), in the background; returns the callr process. `body`
-# must be self-contained (its environment is replaced by the global one).
+# Runs `body(cb, extra)` in a new R process on the shared breaker `name` of
+# `store` (made with `args`), in the background; returns the callr process
+# (store_child()).
 shared_child <- function(store, name, args, body, extra = list()) {
-  environment(body) <- globalenv()
-  callr::r_bg(
-    function(dir, name, args, body, extra) {
-      library(circuitbreaker)
-      cb <- do.call(circuit_breaker, c(args, list(name = name, store = breaker_store_host(dir))))
-      body(cb, extra)
-    },
-    list(dir = store$path, name = name, args = args, body = body, extra = extra),
-    libpath = .libPaths(), supervise = TRUE
-  )
+  store_child("breaker_store_host", list(store$path), name, args, body, extra)
 }
 
 # Waits (bounded) for every process and returns their results; kills them on

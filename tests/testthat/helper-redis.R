@@ -83,22 +83,13 @@ fleet_args <- function(...) {
 
 # Runs `body(cb, extra)` in a new R process on the fleet breaker `name` of
 # the server at `url` (made with `args`), in the background; returns the
-# callr process. `body` must be self-contained. `env`: environment variables
-# for the child (the clock-offset test hook, for one).
+# callr process (store_child()). `env`: environment variables for the child
+# (the clock-offset test hook, for one).
 fleet_child <- function(url, name, args, body, extra = list(), env = character(),
                         sync_interval = 0.05, timeout = 0.2, tls = NULL) {
-  environment(body) <- globalenv()
-  callr::r_bg(
-    function(url, name, args, body, extra, sync_interval, timeout, tls) {
-      library(circuitbreaker)
-      store <- breaker_store_redis(url, sync_interval = sync_interval, timeout = timeout, tls = tls)
-      cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
-      body(cb, extra)
-    },
-    list(url = url, name = name, args = args, body = body, extra = extra,
-         sync_interval = sync_interval, timeout = timeout, tls = tls),
-    libpath = .libPaths(), supervise = TRUE, env = c(callr::rcmd_safe_env(), env)
-  )
+  store_child("breaker_store_redis",
+              list(url, sync_interval = sync_interval, timeout = timeout, tls = tls),
+              name, args, body, extra, env = env)
 }
 
 # A trip shared between processes, on fleet breaker `name` (fleet_args())

@@ -86,7 +86,7 @@ test_that("the host store functions reject bad input", {
 
 test_that("the Redis store functions reject bad input", {
   skip_if_not(circuitbreaker:::cb_redis_available(), "this build has no hiredis")
-  walk_exported("redis_store", must_be = TRUE)
+  walk_exported("fleet_store", must_be = TRUE)
 })
 
 test_that("the HTTP wrappers reject bad input", {

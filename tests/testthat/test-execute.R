@@ -231,3 +231,19 @@ test_that("metrics() reports what happened", {
   expect_equal(m$open_duration, 10)
   expect_equal(m$seconds_since_failure, 3)
 })
+
+test_that("the codes R passes to the binding and reads from it come from the binding, by name", {
+  codes <- cb_codes()
+  expect_identical(OUTCOME_FAILURE, codes$outcome[["failure"]])
+  expect_identical(REJECTION_FULL, as.double(codes$rejection[["full"]]))
+  # Each field of a rejection vector is where R reads it.
+  cb <- circuit_breaker(failure_threshold = 1, recovery_timeout = 60)
+  cb$force_open()
+  cond <- tryCatch(cb$execute(function() "never"), circuit_breaker_open = identity)
+  expect_identical(cond$state, "FORCED_OPEN")
+  expect_identical(cond$reason, "forced_open")
+  # A name the binding no longer gives fails when the package loads.
+  renamed <- codes
+  names(renamed$rejection_field)[names(renamed$rejection_field) == "max_wait"] <- "wait"
+  expect_error(install_core_codes(new.env(), renamed), "no rejection_field code named max_wait")
+})

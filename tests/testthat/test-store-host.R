@@ -69,34 +69,19 @@ test_that("racing processes after the open period admit exactly half_open_max_ca
   cb <- local_shared_breaker(store, "race", args)
   cb$execute(function() stop("down"), function() "fallback")
   expect_identical(cb$state, "OPEN")
-  start <- tempfile()
-  readies <- replicate(6, tempfile())
-  # Each child leaves a file here once its call has returned.
-  done <- withr::local_tempfile()
-  dir.create(done)
-  procs <- lapply(readies, function(ready) {
+  race <- local_probe_race(6, probes = 2)
+  procs <- lapply(seq_along(race$readies), function(i) {
     shared_child(store, "race", args, function(cb, extra) {
-      file.create(extra$ready)
-      extra$wait_until(function() file.exists(extra$start), timeout = 30, interval = 0.005, what = "the start")
-      deadline <- Sys.time() + 20
-      # A probe sees HALF_OPEN from inside its request; it stays in flight
-      # until every other process's call has returned (bounded: with more
-      # probes than allowed, that never happens, and the count shows it).
-      answer <- cb$execute(function() {
-        state <- cb$state
-        while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
-        if (identical(state, "HALF_OPEN")) "probe" else "closed call"
-      }, function() "rejected")
-      file.create(file.path(extra$done, Sys.getpid()))
-      answer
-    }, extra = list(start = start, ready = ready, done = done, others = 6 - 2,
-                    wait_until = child_wait_until()))
+      extra$ready_and_wait(extra)
+      # A probe sees HALF_OPEN from inside its request.
+      extra$race_call(cb, extra)
+    }, extra = race$extra(i))
   })
-  wait_until(function() all(file.exists(readies)), timeout = 30, what = "the 6 children to be ready")
+  wait_until(function() all(file.exists(race$readies)), timeout = 30, what = "the 6 children to be ready")
   wait_for_probe_time(cb)
-  file.create(start)
-  answers <- unlist(collect_children(procs))
-  expect_identical(sum(answers == "probe"), 2L)
+  file.create(race$start)
+  res <- collect_children(procs)
+  expect_identical(sum(vapply(res, function(r) identical(r$state, "HALF_OPEN"), TRUE)), 2L)
   expect_identical(cb$state, "CLOSED")
 })
 

@@ -12,16 +12,7 @@ cluster_store_args <- function(cluster, ...) {
 
 # A child process with the store `store_args` makes; runs `body(store, extra)`.
 cluster_child <- function(store_args, body, extra = list()) {
-  environment(body) <- globalenv()
-  callr::r_bg(
-    function(store_args, body, extra) {
-      library(circuitbreaker)
-      store <- do.call(breaker_store_redis, store_args)
-      body(store, extra)
-    },
-    list(store_args = store_args, body = body, extra = extra),
-    libpath = .libPaths(), supervise = TRUE
-  )
+  store_child("breaker_store_redis", store_args, NULL, NULL, body, extra)
 }
 
 
@@ -128,37 +119,22 @@ test_that("processes on breakers over every master give exact counts, share a tr
   # open period.
   probe_name <- "oneprobe"
   args <- fleet_args(failure_threshold = 2, recovery_timeout = 1.5, half_open_max_calls = 1)
-  start_file <- tempfile()
-  done <- withr::local_tempfile()
-  dir.create(done)
+  race <- local_probe_race(4)
   racer <- function(store, extra) {
     cb <- do.call(circuit_breaker, c(extra$args, list(name = extra$name, store = store)))
-    file.create(extra$ready)
-    deadline <- Sys.time() + 20
-    extra$wait_until(function() file.exists(extra$start), timeout = 20, interval = 0.01, what = "the start")
-    at <- as.numeric(readLines(extra$start))
-    while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
-    probed <- FALSE
-    res <- cb$execute(function() {
-      probed <<- TRUE
-      while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
-      "ok"
-    }, function() "rejected")
-    file.create(file.path(extra$done, Sys.getpid()))
-    list(probed = probed, result = res)
+    extra$ready_and_wait(extra, timeout = 20)
+    extra$race_call(cb, extra)
   }
-  readies <- replicate(4, tempfile())
   # A generous timeout: a lease that times out is a probe on local rules.
   racer_args <- utils::modifyList(store_args, list(timeout = 2))
-  procs <- lapply(readies, function(r) {
-    cluster_child(racer_args, racer, list(args = args, name = probe_name, ready = r, start = start_file, done = done,
-                                          others = 3, wait_until = child_wait_until()))
+  procs <- lapply(seq_along(race$readies), function(i) {
+    cluster_child(racer_args, racer, race$extra(i, args = args, name = probe_name))
   })
-  expect_true(all(vapply(readies, wait_for_file, TRUE)))
+  expect_true(all(vapply(race$readies, wait_for_file, TRUE)))
   pb <- local_shared_breaker(do.call(breaker_store_redis, racer_args), probe_name, args)
   for (i in 1:2) pb$execute(function() stop("down"), function(e) "fb")
   expect_true(wait_until(function() identical(cluster_fleet(cluster, probe_name, "s"), 1)))
-  write_start_time(start_file, as.numeric(Sys.time()) + 2.5)
+  write_start_time(race$start, as.numeric(Sys.time()) + 2.5)
   res <- collect_children(procs)
   expect_identical(sum(vapply(res, function(r) r$probed, TRUE)), 1L)
   expect_true(wait_until(function() identical(cluster_fleet(cluster, probe_name, "s"), 0)))

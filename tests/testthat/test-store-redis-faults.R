@@ -12,37 +12,21 @@
 race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = parent.frame()) {
   args <- fleet_args(failure_threshold = 1, recovery_timeout = recovery)
   counter <- withr::local_tempfile(pattern = "probes-", .local_envir = env)
-  start_file <- withr::local_tempfile(pattern = "start-", .local_envir = env)
-  readies <- vapply(seq_len(n), function(i) withr::local_tempfile(pattern = "ready-", .local_envir = env), "")
-  opens <- paste0(readies, "-open")
-  # Each racer leaves a file here once its call has returned.
-  done <- withr::local_tempfile(pattern = "done-", .local_envir = env)
-  dir.create(done)
+  race <- local_probe_race(n, env = env)
+  opens <- paste0(race$readies, "-open")
   racer <- function(cb, extra) {
-    file.create(extra$ready)
-    deadline <- Sys.time() + 30
     # Idle meanwhile (no call); says when its copy has the fleet's OPEN state.
-    extra$wait_until(function() {
+    extra$ready_and_wait(extra, idle = function() {
       if (!file.exists(extra$open) && identical(cb$state, "OPEN")) file.create(extra$open)
-      file.exists(extra$start)
-    }, timeout = 30, interval = 0.01, what = "the start")
-    # To the instant (a wait for a time, not for a condition).
-    at <- as.numeric(readLines(extra$start))
-    while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
+    })
     # A link that is down (a restart) comes back within a second or so; a
     # probe sent meanwhile would rightly go on local rules.
     extra$wait_until(function() identical(cb$metrics()$mode, "fleet"), timeout = 20, interval = 0.01,
                      what = "the link to be up")
     mode <- cb$metrics()$mode
-    # A probe stays in flight until every other racer's call has returned
-    # (bounded: with more probes than allowed, that never happens, and the
-    # count shows it).
-    res <- cb$execute(function() {
+    call <- extra$race_call(cb, extra, on_call = function() {
       cat(Sys.getpid(), "\n", file = extra$counter, append = TRUE)
-      while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
-      "ok"
-    }, function() "rejected")
-    file.create(file.path(extra$done, Sys.getpid()))
+    }, timeout = 30)
     # Like a long-lived worker, stay until the fleet's close reaches this
     # copy.
     # When it never does, what this copy and its link saw says why.
@@ -54,18 +38,16 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
       paste(c(conditionMessage(e), utils::capture.output(utils::str(link)),
               utils::capture.output(utils::str(cb$metrics()))), collapse = "\n")
     })
-    list(result = res, mode = mode, state = cb$state, seen = seen)
+    list(result = call$result, mode = mode, state = cb$state, seen = seen)
   }
   # A generous timeout: a lease that timed out on a slow machine would be a
   # probe on local rules, which is not what these tests are about.
-  procs <- lapply(readies, function(r) {
-    fleet_child(server$url, name, args, racer,
-                list(ready = r, open = paste0(r, "-open"), start = start_file, counter = counter,
-                     done = done, others = n - 1, wait_until = child_wait_until()),
+  procs <- lapply(seq_len(n), function(i) {
+    fleet_child(server$url, name, args, racer, race$extra(i, open = opens[[i]], counter = counter),
                 timeout = 1)
   })
   withr::defer(for (p in procs) if (p$is_alive()) p$kill(), envir = env)
-  expect_true(all(vapply(readies, wait_for_file, TRUE)))
+  expect_true(all(vapply(race$readies, wait_for_file, TRUE)))
 
   store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 1)
   cb <- local_shared_breaker(store, name, args, env = env)
@@ -83,7 +65,7 @@ race_after_fault <- function(server, name, fault, n = 4, recovery = 2, env = par
   time <- unlist(server$call("TIME"))
   redis_now <- as.numeric(time[[1]]) * 1000 + floor(as.numeric(time[[2]]) / 1000)
   wait <- max(0, after$until - redis_now) / 1000 + 0.3
-  write_start_time(start_file, as.numeric(Sys.time()) + wait)
+  write_start_time(race$start, as.numeric(Sys.time()) + wait)
   res <- collect_children(procs, timeout = 30)
   probes <- if (file.exists(counter)) length(readLines(counter)) else 0L
   list(res = res, probes = probes, before = before, after = after)

@@ -12,17 +12,7 @@ sentinel_store <- function(sentinel, ..., url = NULL, sentinel_password = NULL) 
 # A child process with a breaker of a store through `sentinels`; runs
 # `body(cb, extra)`.
 sentinel_child <- function(store_args, name, args, body, extra = list()) {
-  environment(body) <- globalenv()
-  callr::r_bg(
-    function(store_args, name, args, body, extra) {
-      library(circuitbreaker)
-      store <- do.call(breaker_store_redis, store_args)
-      cb <- do.call(circuit_breaker, c(args, list(name = name, store = store)))
-      body(cb, extra)
-    },
-    list(store_args = store_args, name = name, args = args, body = body, extra = extra),
-    libpath = .libPaths(), supervise = TRUE
-  )
+  store_child("breaker_store_redis", store_args, name, args, body, extra)
 }
 
 

@@ -96,45 +96,23 @@ test_that("exactly half_open_max_calls probes go out across the fleet", {
     server <- local_redis_server()
     name <- paste0("probe", hom)
     args <- fleet_args(failure_threshold = 2, recovery_timeout = 1.5, half_open_max_calls = hom)
-    start_file <- tempfile()
-    # Each racer leaves a file here once its call has returned.
-    done <- withr::local_tempfile()
-    dir.create(done)
+    race <- local_probe_race(5, probes = hom)
     racer <- function(cb, extra) {
-      file.create(extra$ready)
-      deadline <- Sys.time() + 20
-      extra$wait_until(function() file.exists(extra$start), timeout = 20, interval = 0.01, what = "the start")
-      # To the instant (a wait for a time, not for a condition).
-      at <- as.numeric(readLines(extra$start))
-      while (Sys.time() < at && Sys.time() < deadline) Sys.sleep(0.001)
-      probed <- FALSE
-      # A probe stays in flight until every other racer's call has returned
-      # (bounded: with more probes than allowed, that never happens, and the
-      # count shows it).
-      res <- cb$execute(function() {
-        probed <<- TRUE
-        while (length(list.files(extra$done)) < extra$others && Sys.time() < deadline) Sys.sleep(0.01)
-        "ok"
-      }, function() "rejected")
-      file.create(file.path(extra$done, Sys.getpid()))
-      list(probed = probed, result = res)
+      extra$ready_and_wait(extra, timeout = 20)
+      extra$race_call(cb, extra)
     }
-    readies <- replicate(5, tempfile())
     # A generous timeout: a lease that times out is a probe on local rules
     # (by design), which is not what this test is about.
-    procs <- lapply(readies, function(r) {
-      fleet_child(server$url, name, args, racer,
-                  list(ready = r, start = start_file, done = done, others = 5 - hom,
-                       wait_until = child_wait_until()),
-                  timeout = 2)
+    procs <- lapply(seq_along(race$readies), function(i) {
+      fleet_child(server$url, name, args, racer, race$extra(i), timeout = 2)
     })
-    expect_true(all(vapply(readies, wait_for_file, TRUE)))
+    expect_true(all(vapply(race$readies, wait_for_file, TRUE)))
     store <- breaker_store_redis(server$url, sync_interval = 0.05, timeout = 0.2)
     cb <- local_shared_breaker(store, name, args)
     for (i in 1:2) cb$execute(function() stop("down"), function(e) "fb")
     expect_true(wait_until(function() identical(server$fleet(name, "s"), 1)))
     # Every racer calls at the same moment, after the open period.
-    write_start_time(start_file, as.numeric(Sys.time()) + 2.5)
+    write_start_time(race$start, as.numeric(Sys.time()) + 2.5)
     res <- collect_children(procs)
     expect_identical(sum(vapply(res, function(r) r$probed, TRUE)), as.integer(hom))
     expect_identical(sum(vapply(res, function(r) identical(r$result, "ok"), TRUE)), as.integer(hom))

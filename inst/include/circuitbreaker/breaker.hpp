@@ -72,8 +72,7 @@ class BasicBreaker : public StoredBreaker<Store> {
   template <typename Gone = NobodyGone>
   Admission acquire(Nanos now, Nanos probe_lease = kNever, std::uint32_t owner = 0,
                     Gone gone = Gone{}) noexcept {
-    BlockPermits permits{[this]() -> BreakerState& { return st(); }, settings_, owner,
-                         gone};
+    BlockPermits permits{this->policy_blocks(), settings_, owner, gone};
     return admit(now, probe_lease, owner, gone, permits);
   }
 
@@ -257,7 +256,7 @@ class BasicBreaker : public StoredBreaker<Store> {
     BreakerState& s = st();
     const bool window_changed = window_shape_differs(next, settings_);
     const bool timing_changed = open_timing_differs(next, settings_);
-    settings_ = next;
+    Base::set_settings(next);
     reseed();
     if (window_changed) clear_windows(s);
     if (timing_changed) {
@@ -323,7 +322,8 @@ class BasicBreaker : public StoredBreaker<Store> {
 
   // Frees the bulkhead permit a permit holds; returns whether it did.
   bool free_bulkhead_permit(const Permit& p) noexcept {
-    return p.bulk_lease != 0 && st().bulkhead.give_back(p);
+    BulkheadPermits* b = p.bulk_lease != 0 ? store_.bulkhead() : nullptr;
+    return b != nullptr && b->give_back(p);
   }
 
   // To CLOSED: the rules' counts and the window start again (a ramp-up, if
@@ -441,7 +441,8 @@ class Breaker : public BasicBreaker<LocalStore<SpinLock>> {
 };
 
 inline constexpr std::size_t kMaxBreakerBytes =
-    3504;  // the state block (kMaxBreakerStateBytes), its lock and the settings
+    2712;  // the state block (kMaxBreakerStateBytes), its lock, the settings and
+           // the pointer to the bulkhead's permits (800 bytes more with one)
 static_assert(sizeof(Breaker) <= kMaxBreakerBytes, "the breaker grew");
 
 }  // namespace circuitbreaker

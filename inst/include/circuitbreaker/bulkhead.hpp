@@ -160,10 +160,12 @@ class BulkheadPermits {
 // They run under the breaker's lock; they may take a lock of their own
 // (never that one), with a bounded wait.
 //
-// BlockPermits is the bulkhead kept in a state block (state.hpp's
-// BreakerState), for `owner` with the dead-owner test `gone`. `block()`
-// returns the block to write and is asked for only when there is a
-// bulkhead: a store may copy the block on first write
+// BlockPermits is the bulkhead a store keeps beside a breaker's state block
+// (store.hpp's bulkhead()), for `owner` with the dead-owner test `gone`.
+// `block()` returns the blocks to write (stored_breaker.hpp's PolicyBlocks:
+// `state`, and `bulkhead`, nullptr when the store could keep none, which
+// refuses every call as Full) and is asked for only when there is a
+// bulkhead: a store may copy the blocks on first write
 // (host/segment_layout.hpp). Another is fleet/fleet_bulkhead.hpp's
 // FleetBulkhead::Call, a fleet breaker's permits in a host segment.
 template <typename Block, typename Gone>
@@ -174,10 +176,11 @@ struct BlockPermits {
   Gone& gone;
   bool limited() const noexcept { return has_bulkhead(settings); }
   bool room() noexcept {
-    auto& s = block();
-    return s.bulkhead.room(settings, owner, gone, s.totals.released);
+    auto b = block();
+    return b.bulkhead != nullptr &&
+           b.bulkhead->room(settings, owner, gone, b.state.totals.released);
   }
-  void take(Permit& p) noexcept { block().bulkhead.take(p, owner); }
+  void take(Permit& p) noexcept { block().bulkhead->take(p, owner); }
   void unused() noexcept {}
 };
 template <typename Block, typename Gone>
@@ -210,7 +213,8 @@ bool take_bulkhead_permit(Home& home, Nanos now, Permit& p, std::uint32_t owner 
 template <typename Home>
 void return_bulkhead_permit(Home& home, const Permit& p, Nanos now) noexcept {
   home.policy_section(now, [&](auto block) {
-    if (p.bulk_lease != 0) block().bulkhead.give_back(p);
+    if (p.bulk_lease == 0) return;
+    if (BulkheadPermits* b = block().bulkhead) b->give_back(p);
   });
 }
 
@@ -218,7 +222,9 @@ void return_bulkhead_permit(Home& home, const Permit& p, Nanos now) noexcept {
 // breaker); permits it still holds stay until settled.
 template <typename Home>
 void leave_bulkhead(Home& home, std::uint32_t owner) noexcept {
-  home.policy_section([&](auto block) { block().bulkhead.leave(owner); });
+  home.policy_section([&](auto block) {
+    if (BulkheadPermits* b = block().bulkhead) b->leave(owner);
+  });
 }
 
 }  // namespace circuitbreaker

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "bulkhead.hpp"
 #include "config.hpp"
 #include "random.hpp"
 #include "snapshot.hpp"
@@ -133,8 +134,9 @@ inline Nanos retry_after(const BreakerState& st, const Settings& s, Nanos now) n
   }
 }
 
-inline Snapshot make_snapshot(const BreakerState& st, const Settings& s,
-                              Nanos now) noexcept {
+// `bulkhead`: the permits the store keeps beside the block (nullptr: none).
+inline Snapshot make_snapshot(const BreakerState& st, const BulkheadPermits* bulkhead,
+                              const Settings& s, Nanos now) noexcept {
   Snapshot r;
   r.state = st.state;
   r.generation = st.generation;
@@ -167,10 +169,12 @@ inline Snapshot make_snapshot(const BreakerState& st, const Settings& s,
   r.health_late = st.health_late;
   r.health_last_result = static_cast<std::uint8_t>(st.health_last_result);
   r.health_last_at = st.health_last_at;
-  r.in_flight = st.bulkhead.count();
-  r.max_concurrent = bulkhead_limit(s, st.bulkhead.members());
-  r.full_rejections = st.bulkhead.rejected();
-  r.bulkhead_members = st.bulkhead.members();
+  if (bulkhead != nullptr) {
+    r.in_flight = bulkhead->count();
+    r.full_rejections = bulkhead->rejected();
+    r.bulkhead_members = bulkhead->members();
+  }
+  r.max_concurrent = bulkhead_limit(s, r.bulkhead_members);
   return r;
 }
 

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "bulkhead.hpp"
 #include "health.hpp"
 #include "history.hpp"
 #include "permit.hpp"
@@ -64,11 +63,8 @@ struct BreakerState {
   std::uint32_t health_owner = 0;
   HealthResult health_last_result = HealthResult::None;
   std::uint8_t health_unused_[3] = {};  // explicit, so that nothing is padding
-  // ---- The bulkhead: its permits, their owners, the processes
-  // counted for a share and the count of full rejections (bulkhead.hpp).
-  // Not moved by transitions: a permit outlives a change of generation.
-  BulkheadPermits bulkhead;
-  // ---- end of the bulkhead block
+  // The bulkhead's permits are not in the block: a store keeps them beside
+  // it, for a breaker that has a bulkhead (store.hpp's bulkhead()).
 };
 
 inline AdmissionView admission_view(const BreakerState& s) noexcept {
@@ -113,8 +109,7 @@ inline bool valid(const BreakerState& s, std::uint32_t count_capacity, Nanos buc
          s.probes.count() <= max_probes && s.count_window.valid(count_capacity) &&
          s.time_window.valid(bucket_width) && s.log.valid() && s.history.valid() &&
          health_due_valid(s.health_due_at) && time_valid(s.health_last_at) &&
-         static_cast<int>(s.health_last_result) < kHealthResultCount &&
-         s.bulkhead.valid();
+         static_cast<int>(s.health_last_result) < kHealthResultCount;
 }
 inline bool valid(const BreakerState& s, const Settings& settings) noexcept {
   const bool count = settings.window_type == WindowType::Count;
@@ -151,7 +146,7 @@ static_assert(std::is_trivially_copyable_v<BreakerState>,
 static_assert(std::is_standard_layout_v<BreakerState>,
               "the state block has one layout for every process that maps it");
 inline constexpr std::size_t kMaxBreakerStateBytes =
-    3336;  // with the health-check block (56) and the bulkhead block (800)
+    2536;  // with the health-check block (56); the bulkhead's 800 are beside it
 static_assert(sizeof(BreakerState) <= kMaxBreakerStateBytes, "the state block grew");
 
 }  // namespace circuitbreaker

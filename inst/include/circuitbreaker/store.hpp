@@ -14,6 +14,17 @@
 //   const BreakerState& state() const   block to read. A store may hand out a
 //                                 copy on the first write and publish it on
 //                                 unlock() (host/segment_layout.hpp).
+//   BulkheadPermits* bulkhead()   the bulkhead's permits (bulkhead.hpp) to
+//   const BulkheadPermits* bulkhead() const   write and to read, beside the
+//                                 block and under the same lock; nullptr when
+//                                 the store keeps none. A breaker without a
+//                                 bulkhead carries none: the block is the
+//                                 state machine's alone.
+//   bool keep_bulkhead()          makes sure bulkhead() is not nullptr (the
+//                                 breaker's settings gained a bulkhead);
+//                                 false when it cannot (no memory), and then
+//                                 every call is refused as Full. A shared
+//                                 store's segment always holds one.
 //   uint64_t pending_rejections() const   rejections decided without the lock
 //   uint64_t take_pending_rejections()    and not yet counted, and, under the
 //                                 lock, taking them (exactly once, even if the
@@ -71,7 +82,10 @@
 #define CIRCUITBREAKER_STORE_HPP
 
 #include <cstdint>
+#include <memory>
+#include <new>
 
+#include "bulkhead.hpp"
 #include "lock.hpp"
 #include "state.hpp"
 
@@ -83,7 +97,9 @@ struct NoPendingRejections {
   static constexpr std::uint64_t take_pending_rejections() noexcept { return 0; }
 };
 
-// The state block and its lock inside the breaker (one process).
+// The state block and its lock inside the breaker (one process). The
+// bulkhead's permits are allocated beside it only for a breaker that has a
+// bulkhead (when its settings first ask for one), and kept after.
 template <typename LockT>
 class LocalStore : public NoPendingRejections {
  public:
@@ -91,27 +107,40 @@ class LocalStore : public NoPendingRejections {
   BreakerState& state() noexcept { return state_; }
   const BreakerState& state() const noexcept { return state_; }
   LockT& lock() const noexcept { return lock_; }
+  BulkheadPermits* bulkhead() noexcept { return bulkhead_.get(); }
+  const BulkheadPermits* bulkhead() const noexcept { return bulkhead_.get(); }
+  bool keep_bulkhead() noexcept {
+    if (!bulkhead_) bulkhead_.reset(new (std::nothrow) BulkheadPermits());
+    return bulkhead_ != nullptr;
+  }
 
  private:
   BreakerState state_;
   mutable LockT lock_;
+  std::unique_ptr<BulkheadPermits> bulkhead_;
 };
 
-// A state block and a lock that live elsewhere (for instance in a
-// shared-memory mapping); both must outlive the breaker.
+// A state block, a lock and (optionally) bulkhead permits that live
+// elsewhere (for instance in a shared-memory mapping); all must outlive the
+// breaker.
 template <typename LockT>
 class ExternalStore : public NoPendingRejections {
  public:
   using Lock = LockT;
-  ExternalStore(BreakerState& state, LockT& lock) noexcept
-      : state_(&state), lock_(&lock) {}
+  ExternalStore(BreakerState& state, LockT& lock,
+                BulkheadPermits* bulkhead = nullptr) noexcept
+      : state_(&state), lock_(&lock), bulkhead_(bulkhead) {}
   BreakerState& state() noexcept { return *state_; }
   const BreakerState& state() const noexcept { return *state_; }
   LockT& lock() const noexcept { return *lock_; }
+  BulkheadPermits* bulkhead() noexcept { return bulkhead_; }
+  const BulkheadPermits* bulkhead() const noexcept { return bulkhead_; }
+  bool keep_bulkhead() noexcept { return bulkhead_ != nullptr; }
 
  private:
   BreakerState* state_;
   LockT* lock_;
+  BulkheadPermits* bulkhead_;
 };
 
 }  // namespace circuitbreaker

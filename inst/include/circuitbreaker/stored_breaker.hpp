@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "bulkhead.hpp"
 #include "config.hpp"
 #include "history.hpp"
 #include "lock.hpp"
@@ -28,6 +29,13 @@
 #include "types.hpp"
 
 namespace circuitbreaker {
+
+// What a policy writes, in a section: the state block and the bulkhead's
+// permits beside it (nullptr when the store keeps none; store.hpp).
+struct PolicyBlocks {
+  BreakerState& state;
+  BulkheadPermits* bulkhead;
+};
 
 template <typename Store>
 class StoredBreaker {
@@ -62,7 +70,7 @@ class StoredBreaker {
   // folds them in).
   Snapshot snapshot(Nanos now) const noexcept {
     LockGuard<Lock> guard(store_.lock());
-    Snapshot snap = make_snapshot(store_.state(), settings_, now);
+    Snapshot snap = make_snapshot(store_.state(), bulkhead(), settings_, now);
     snap.totals.rejected =
         saturating_count_add(snap.totals.rejected, store_.pending_rejections());
     return snap;
@@ -88,22 +96,22 @@ class StoredBreaker {
     return std::as_const(store_).state().history.recent(now, out);
   }
 
-  // For a policy kept in the block that acts on its own (bulkhead.hpp's
+  // For a policy kept on the store that acts on its own (bulkhead.hpp's
   // take_bulkhead_permit(): the bulkhead alone, for calls that another
   // breaker decides): runs `f(block)` in the section every operation opens,
-  // where `block()` returns the state to write. Ask for it only to write: a
-  // store may copy the block then (host/segment_layout.hpp). `f` moves no
-  // state. Without `now`, the lock alone: pending rejections stay pending
-  // (an operation without a time, such as leaving a bulkhead).
+  // where `block()` returns the PolicyBlocks to write. Ask for them only to
+  // write: a store may copy them then (host/segment_layout.hpp). `f` moves
+  // no state. Without `now`, the lock alone: pending rejections stay
+  // pending (an operation without a time, such as leaving a bulkhead).
   template <typename F>
   decltype(auto) policy_section(Nanos now, F&& f) noexcept {
     const Section section(*this, now);
-    return f([this]() -> BreakerState& { return st(); });
+    return f(policy_blocks());
   }
   template <typename F>
   decltype(auto) policy_section(F&& f) noexcept {
     LockGuard<Lock> guard(store_.lock());
-    return f([this]() -> BreakerState& { return st(); });
+    return f(policy_blocks());
   }
 
  protected:
@@ -134,6 +142,22 @@ class StoredBreaker {
     st().rng = settings_.rng_seed ? *settings_.rng_seed : entropy_seed();
   }
 
+  // Under a section: `block()` returns the blocks to write (PolicyBlocks).
+  auto policy_blocks() noexcept {
+    return [this]() { return PolicyBlocks{st(), store_.bulkhead()}; };
+  }
+
+  // New settings (reconfigure()); a bulkhead they add gets its permits.
+  void set_settings(const Settings& next) noexcept {
+    settings_ = next;
+    if (has_bulkhead(settings_)) store_.keep_bulkhead();
+  }
+
+  // The bulkhead's permits to read (nullptr: none kept).
+  const BulkheadPermits* bulkhead() const noexcept {
+    return std::as_const(store_).bulkhead();
+  }
+
   Store store_;
   Settings settings_;
 
@@ -142,6 +166,8 @@ class StoredBreaker {
     LockGuard<Lock> guard(store_.lock());
     BreakerState& s = st();
     s = BreakerState{};
+    if (has_bulkhead(settings_)) store_.keep_bulkhead();
+    if (BulkheadPermits* b = store_.bulkhead()) *b = BulkheadPermits{};
     s.state_since = now;
     s.open_duration = settings_.recovery_timeout;
     reseed();

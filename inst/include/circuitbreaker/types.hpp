@@ -82,6 +82,15 @@ inline const char* state_name(State s) noexcept {
 enum class Outcome : std::uint8_t { Success = 0, Failure = 1, Ignored = 2 };
 inline constexpr int kOutcomeCount = 3;
 
+inline const char* outcome_name(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::Success: return "success";
+    case Outcome::Failure: return "failure";
+    case Outcome::Ignored: return "ignored";
+  }
+  return "unknown";
+}
+
 // Why acquire() said no. Every rejection is handled the same way by callers
 // (the fallback, or a condition): circuit_breaker_full for Full,
 // circuit_breaker_open for the others.

@@ -35,7 +35,11 @@
 //      fleet/round_trip.hpp's fleet_sync(), fleet_lease(),
 //      fleet_health_lease()). AnyBreaker::store_info() (store_info.hpp;
 //      fleet/fleet_info.hpp) for what a store tells of a breaker;
-//      ClusterView::note_slot() (a slot down without its master).
+//      ClusterView::note_slot() (a slot down without its master). The
+//      bulkhead's permits out of BreakerState: a store's bulkhead() and
+//      keep_bulkhead() (store.hpp), PolicyBlocks for a policy's section,
+//      make_snapshot(state, bulkhead, settings, now), SegmentSlot::bulkhead;
+//      outcome_name().
 #define CIRCUITBREAKER_API_VERSION 4
 
 #endif  // CIRCUITBREAKER_VERSION_HPP

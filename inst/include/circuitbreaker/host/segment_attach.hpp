@@ -106,7 +106,7 @@ inline SegmentStatus inspect_segment(const void* mapping, std::size_t size) noex
   const SegmentStatus st = ready_header_status(seg.header);
   if (st != SegmentStatus::Attached) return st;
   const bool ok = seg.committed_passes(
-      [](const BreakerState& state) noexcept { return valid(state); });
+      [](const SegmentSlot& slot) noexcept { return slot_valid(slot); });
   return ok ? st : SegmentStatus::Corrupt;
 }
 
@@ -229,8 +229,8 @@ inline SegmentStatus init_or_attach(
       continue;  // another process does it: wait for it
     }
     if (h.config_hash != cfg_hash) return SegmentStatus::WrongConfig;
-    const bool ok = seg.committed_passes([&settings](const BreakerState& state) noexcept {
-      return valid(state, settings);
+    const bool ok = seg.committed_passes([&settings](const SegmentSlot& slot) noexcept {
+      return slot_valid(slot, settings);
     });
     return ok ? SegmentStatus::Attached : SegmentStatus::Corrupt;
   }

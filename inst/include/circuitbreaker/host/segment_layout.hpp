@@ -20,7 +20,8 @@
 //            the configuration, creator pid, creation time
 //   control  a robust process-shared mutex (host/robust_mutex.hpp), the sequence
 //            counter, the index of the committed slot, the dirty flag
-//   slots    two BreakerState blocks
+//   slots    two SegmentSlots: a BreakerState block and the bulkhead's
+//            permits, with the count of rejections folded in
 //
 // Crash consistency (copy and switch). A process may be SIGKILLed at any
 // instruction, in the middle of an update and holding the lock. Recovering
@@ -71,7 +72,7 @@
 //
 // OS calls (open, mmap, sleeping while another process initialises) happen in
 // SegmentMapping and init_or_attach() only; the state machine's operations
-// cost a mutex, a 2.3 kB copy when they write, and three atomic stores.
+// cost a mutex, a 3.3 kB copy when they write, and three atomic stores.
 //
 // The host/ headers are not part of circuitbreaker.hpp: they need POSIX (mmap,
 // shm_open, pthreads; -pthread to link, and -lrt for shm_open on glibc before
@@ -87,6 +88,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../bulkhead.hpp"
 #include "../config.hpp"
 #include "../config_fields.hpp"
 #include "../config_identity.hpp"
@@ -102,9 +104,10 @@ namespace circuitbreaker {
 // Bump when the segment's own layout changes (the sizes checked below catch
 // most changes of BreakerState and Settings anyway).
 inline constexpr std::uint32_t kSegmentLayoutVersion =
-    4;  // 3: the health-check and bulkhead blocks (state.hpp); 4: probe slots
+    5;  // 3: the health-check and bulkhead blocks (state.hpp); 4: probe slots
         // and bulkhead permits as leased slots (leased_slots.hpp), a reason
-        // per transition-log entry instead of health_closes
+        // per transition-log entry instead of health_closes; 5: the bulkhead
+        // out of BreakerState, beside it in SegmentSlot
 inline constexpr char kSegmentMagic[8] = {'C', 'B', 'S', 'E', 'G', '\0', '\0', '\1'};
 
 enum class InitState : std::uint32_t { Uninitialised = 0, Initialising = 1, Ready = 2 };
@@ -142,11 +145,23 @@ struct SegmentControl {
 };
 
 // One copy of the state, with the number of lock-free rejections that copy
-// has counted (see SegmentStore::take_pending_rejections()).
+// has counted (see SegmentStore::take_pending_rejections()), and the
+// bulkhead's permits (bulkhead.hpp), copied and committed with the state:
+// a segment always has room for them, bulkhead or not.
 struct SegmentSlot {
   BreakerState state;
   std::uint64_t rejections_folded;
+  BulkheadPermits bulkhead;
 };
+
+// Whether a slot read from the segment can be used: its state passes
+// state.hpp's valid() (for `settings`, or for any) and its permits theirs.
+inline bool slot_valid(const SegmentSlot& s, const Settings& settings) noexcept {
+  return valid(s.state, settings) && s.bulkhead.valid();
+}
+inline bool slot_valid(const SegmentSlot& s) noexcept {
+  return valid(s.state) && s.bulkhead.valid();
+}
 
 // The segment, at offset 0 of a mapping of at least sizeof(Segment) bytes.
 struct Segment {
@@ -231,7 +246,7 @@ struct Segment {
       if ((s1 & 1) != 0) continue;
       const std::uint32_t c = control.committed.load(std::memory_order_acquire);
       if (c > 1) return false;
-      const bool ok = check(slots[c].state);
+      const bool ok = check(slots[c]);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (control.seq.load(std::memory_order_relaxed) == s1) return ok;
     }
@@ -246,7 +261,7 @@ struct Segment {
     const std::uint32_t c = control.committed.load(std::memory_order_relaxed);
     return c <= 1 && control.dirty == 0 &&
            (control.seq.load(std::memory_order_relaxed) & 1) == 0 &&
-           valid(slots[c].state, settings);
+           slot_valid(slots[c], settings);
   }
 
   // EOWNERDEAD: discard the dead owner's copy; an odd seq (it died while
@@ -273,6 +288,7 @@ inline constexpr std::uint64_t segment_layout_check() noexcept {
   h.u64(sizeof(BreakerState));
   h.u64(alignof(BreakerState));
   h.u64(sizeof(Settings));
+  h.u64(sizeof(SegmentSlot));
   h.u64(sizeof(RobustMutex));
   h.u64(sizeof(Segment));
   h.u64(offsetof(Segment, slots));

@@ -94,7 +94,7 @@ class SegmentLock {
     // machine only ever runs on a valid one.
     const std::uint32_t c = seg_->control.committed.load(std::memory_order_acquire);
     std::memcpy(static_cast<void*>(&scratch_), &seg_->slots[c & 1u], sizeof scratch_);
-    if (!valid(scratch_.state, settings_)) scratch_ = SegmentSlot{};
+    if (!slot_valid(scratch_, settings_)) scratch_ = SegmentSlot{};
   }
 
   Segment* seg_;
@@ -119,6 +119,9 @@ class SegmentStore {
 
   BreakerState& state() noexcept { return lock_.working().state; }
   const BreakerState& state() const noexcept { return lock_.current().state; }
+  BulkheadPermits* bulkhead() noexcept { return &lock_.working().bulkhead; }
+  const BulkheadPermits* bulkhead() const noexcept { return &lock_.current().bulkhead; }
+  static constexpr bool keep_bulkhead() noexcept { return true; }
   SegmentLock& lock() const noexcept { return lock_; }
   Segment& segment() const noexcept { return lock_.segment(); }
 
