@@ -173,6 +173,10 @@ cb_mask_url <- function(url) {
     .Call(`_circuitbreaker_cb_mask_url`, url)
 }
 
+cb_redis_shown_url <- function(url, tls) {
+    .Call(`_circuitbreaker_cb_redis_shown_url`, url, tls)
+}
+
 cb_redis_parse_url <- function(url) {
     .Call(`_circuitbreaker_cb_redis_parse_url`, url)
 }

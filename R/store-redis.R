@@ -143,7 +143,10 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   secret <- new.env(parent = emptyenv())
   secret$url <- url
   secret$sentinel_password <- sentinel_password
-  shown <- paste(redis_shown_url(url, tls = !is.null(tls)), collapse = ", ")
+  # As the core shows URLs: masked, without their query (a value there might
+  # be a secret), rediss:// when the store speaks TLS (also when a redis://
+  # URL turned it on with `ssl=true` or `tls` did).
+  shown <- paste(cb_redis_shown_url(url, tls = !is.null(tls)), collapse = ", ")
   if (!is.null(topology$sentinel)) {
     shown <- paste0("sentinel master \"", topology$master, "\" via ",
                     paste(topology$sentinel, collapse = ", "), ", db ", endpoint$db, if (!is.null(tls)) ", TLS")
@@ -159,16 +162,6 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   )
   redis_url_warnings(store, endpoint)
   store
-}
-
-# URLs as a store shows them: masked (no user name or password), without
-# their query (the core read it; a value there might be a secret), and
-# rediss:// when the store speaks TLS (also when a redis:// URL turned it on
-# with `ssl=true` or `tls` did).
-redis_shown_url <- function(url, tls) {
-  shown <- sub("[?#].*$", "", vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE))
-  if (tls) shown <- sub("^redis://", "rediss://", shown)
-  shown
 }
 
 # The Sentinel arguments, checked: list(sentinel = the addresses as the
@@ -290,22 +283,32 @@ fleet_store_spec <- function(store) {
        master = store$master, sentinel_password = store$secret$sentinel_password, tls = store$tls)
 }
 
-# The fleet fields of $metrics() for a Redis breaker.
+# The fields a fleet breaker adds to $metrics(), declared once: how each is
+# read from its link (cb_fleet_info(), whose fields fleet/fleet_info.hpp
+# names), its NA in the rows of other stores' breakers (breaker_list()), and
+# whether the status routes show it (they show the link, not the fleet's
+# counts).
+fleet_metric_fields <- list(
+  mode = list(na = NA_character_, status = TRUE, read = function(info) info$mode),
+  sync_lag = list(na = NA_real_, status = TRUE, read = function(info) info$sync_lag),
+  last_sync = list(na = as.POSIXct(NA), status = TRUE, read = function(info) {
+    if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01")
+  }),
+  fleet_calls = list(na = NA_real_, status = FALSE, read = function(info) info$fleet_calls),
+  fleet_failures = list(na = NA_real_, status = FALSE, read = function(info) info$fleet_failures),
+  last_error = list(na = NA_character_, status = TRUE, read = function(info) link_error(info$last_error)),
+  topology = list(na = NA_character_, status = TRUE, read = function(info) info$topology),
+  master = list(na = NA_character_, status = TRUE, read = function(info) {
+    if (nzchar(info$master)) info$master else NA_character_
+  }),
+  masters = list(na = NA_real_, status = TRUE, read = function(info) info$masters),
+  tls = list(na = NA_character_, status = TRUE, read = function(info) info$tls)
+)
+
 #' @exportS3Method
 store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
   info <- cb_fleet_info(ptr)
-  list(
-    mode = info$mode,
-    sync_lag = info$sync_lag,
-    last_sync = if (is.na(info$last_sync)) as.POSIXct(NA) else as.POSIXct(info$last_sync, origin = "1970-01-01"),
-    fleet_calls = info$fleet_calls,
-    fleet_failures = info$fleet_failures,
-    last_error = link_error(info$last_error),
-    topology = info$topology,
-    master = if (nzchar(info$master)) info$master else NA_character_,
-    masters = info$masters,
-    tls = info$tls
-  )
+  lapply(fleet_metric_fields, function(field) field$read(info))
 }
 
 # The last error of a store's link as shown (metrics, print): NA for none,
@@ -313,18 +316,14 @@ store_metrics.circuit_breaker_store_redis <- function(store, ptr) {
 # password was removed by the core).
 link_error <- function(x) if (nzchar(x)) cut_text(x, 200L) else NA_character_
 
-# The fleet fields of a breaker that is not a fleet breaker (breaker_list()).
 #' @exportS3Method
 store_metrics_na.circuit_breaker_store_redis <- function(store) {
-  list(mode = NA_character_, sync_lag = NA_real_, last_sync = as.POSIXct(NA),
-       fleet_calls = NA_real_, fleet_failures = NA_real_, last_error = NA_character_,
-       topology = NA_character_, master = NA_character_, masters = NA_real_, tls = NA_character_)
+  lapply(fleet_metric_fields, function(field) field$na)
 }
 
-# The status routes show the link, not the fleet's counts.
 #' @exportS3Method
 store_status_fields.circuit_breaker_store_redis <- function(store) {
-  c("mode", "sync_lag", "last_sync", "last_error", "topology", "master", "masters", "tls")
+  names(Filter(function(field) field$status, fleet_metric_fields))
 }
 
 #' @exportS3Method

@@ -441,6 +441,17 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_redis_shown_url
+Rcpp::CharacterVector cb_redis_shown_url(Rcpp::CharacterVector url, bool tls);
+RcppExport SEXP _circuitbreaker_cb_redis_shown_url(SEXP urlSEXP, SEXP tlsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< Rcpp::CharacterVector >::type url(urlSEXP);
+    Rcpp::traits::input_parameter< bool >::type tls(tlsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_redis_shown_url(url, tls));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_redis_parse_url
 SEXP cb_redis_parse_url(SEXP url);
 RcppExport SEXP _circuitbreaker_cb_redis_parse_url(SEXP urlSEXP) {
@@ -622,6 +633,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_redis_tls_available", (DL_FUNC) &_circuitbreaker_cb_redis_tls_available, 0},
     {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
+    {"_circuitbreaker_cb_redis_shown_url", (DL_FUNC) &_circuitbreaker_cb_redis_shown_url, 2},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 1},
     {"_circuitbreaker_cb_redis_parse_sentinels", (DL_FUNC) &_circuitbreaker_cb_redis_parse_sentinels, 1},

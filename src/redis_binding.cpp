@@ -90,6 +90,21 @@ SEXP cb_mask_url(SEXP url) {
   return Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(url, 0))).c_str());
 }
 
+// How each of a store's URLs is shown (circuitbreaker/redis/url.hpp's
+// shown_url()): masked, without its query, rediss:// when `tls`.
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_redis_shown_url(Rcpp::CharacterVector url, bool tls) {
+  Rcpp::CharacterVector out(url.size());
+  for (R_xlen_t i = 0; i < url.size(); ++i) {
+    if (Rcpp::CharacterVector::is_na(url[i])) {
+      out[i] = NA_STRING;
+    } else {
+      out[i] = circuitbreaker::shown_url(std::string(url[i]), tls);
+    }
+  }
+  return out;
+}
+
 // The parts of a redis:// URL (the user name and password are not
 // returned, only whether there are any). Several URLs are the seed nodes of
 // one Redis Cluster: the parts of the first, and `seeds`, their number;

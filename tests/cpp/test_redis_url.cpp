@@ -202,6 +202,31 @@ TEST_CASE("redis URLs: credentials are masked in every URL, parsed or not",
   }
 }
 
+TEST_CASE("redis URLs: as a store shows them, masked, without the query, TLS by scheme",
+          "[redis-url]") {
+  struct Case {
+    const char* url;
+    bool tls;
+    const char* shown;
+  };
+  for (const Case& c : {
+           Case{"redis://127.0.0.1:6379/0", false, "redis://127.0.0.1:6379/0"},
+           Case{"redis://127.0.0.1:6379/0", true, "rediss://127.0.0.1:6379/0"},
+           Case{"rediss://127.0.0.1:6380/0", true, "rediss://127.0.0.1:6380/0"},
+           Case{"redis://:PW@127.0.0.1/0?ssl=true&ssl_keyfile=/k#frag", true,
+                "rediss://:***@127.0.0.1/0"},
+           Case{"redis://u:P?W@host/2", false, "redis://***:***@host/2"},
+           Case{"redis://host/0?password=PW", false, "redis://host/0"},
+           Case{"redis://host#PW", false, "redis://host"},
+           Case{"u:PW@host?x", true, "***:***@host"},
+       }) {
+    INFO(c.url);
+    const std::string shown = cb::shown_url(c.url, c.tls);
+    CHECK(shown == c.shown);
+    CHECK(shown.find("PW") == std::string::npos);
+  }
+}
+
 TEST_CASE("redis URLs: the password is redacted from error texts", "[redis-url]") {
   const cb::RedisEndpoint e = parsed("redis://app:s%40cret@127.0.0.1");
   CHECK(cb::redact_password("WRONGPASS invalid username-password pair", e) ==

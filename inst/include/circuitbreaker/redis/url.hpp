@@ -314,6 +314,23 @@ inline std::string mask_url(std::string_view url) {
   return masked;
 }
 
+// How a store's `url` is shown to people (print(), format(), the status
+// routes): its credentials masked as mask_url_credentials() masks them,
+// without its query or fragment (where TLS file paths and other settings
+// go), and with the scheme rediss:// when the store speaks TLS (`tls`: by
+// the scheme or by settings given apart from the URL). Textual, like the
+// masking, so that any text is shown safely.
+inline std::string shown_url(std::string_view url, bool tls) {
+  const std::size_t at = url.rfind('@');
+  const std::size_t cut = url.find_first_of("?#", at == std::string_view::npos ? 0 : at);
+  std::string out = mask_url_credentials(url.substr(0, cut));
+  constexpr std::string_view kPlain = "redis://";
+  if (tls && std::string_view(out).substr(0, kPlain.size()) == kPlain) {
+    out.insert(kPlain.size() - 3, "s");
+  }
+  return out;
+}
+
 // `text` (an error from hiredis or the server) with every occurrence of the
 // endpoint's password replaced by "***". Redis does not echo a password, but
 // a message must never carry one whatever the server says. (User names are
