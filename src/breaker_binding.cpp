@@ -248,9 +248,10 @@ SEXP cb_codes() {
       [](int i) { return circuitbreaker::outcome_name(static_cast<Outcome>(i)); }, 0));
   SEXP rejection = PROTECT(named_codes(
       circuitbreaker::kRejectionCount,
-      [](int i) { return circuitbreaker::rejection_name(static_cast<Rejection>(i)); }, 0));
-  SEXP field = PROTECT(
-      named_codes(kFieldCount, [](int i) { return kRejectionFieldNames[i]; }, 1));
+      [](int i) { return circuitbreaker::rejection_name(static_cast<Rejection>(i)); },
+      0));
+  SEXP field = PROTECT(named_codes(
+      kFieldCount, [](int i) { return kRejectionFieldNames[i]; }, 1));
   SEXP out = Rcpp::List::create(Rcpp::Named("outcome") = outcome,
                                 Rcpp::Named("rejection") = rejection,
                                 Rcpp::Named("rejection_field") = field);

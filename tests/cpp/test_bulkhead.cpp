@@ -249,8 +249,9 @@ TEST_CASE("valid() refuses a bulkhead block with an impossible member count",
   CHECK_FALSE(permits.valid());
 }
 
-TEST_CASE("a breaker without a bulkhead carries no bulkhead block; one that gains one gets it",
-          "[bulkhead][state]") {
+TEST_CASE(
+    "a breaker without a bulkhead carries no bulkhead block; one that gains one gets it",
+    "[bulkhead][state]") {
   Config c;
   Breaker plain(cb_test::settings_of(c), 0);
   CHECK(plain.store().bulkhead() == nullptr);
