@@ -173,6 +173,14 @@ cb_mask_url <- function(url) {
     .Call(`_circuitbreaker_cb_mask_url`, url)
 }
 
+cb_fleet_spec_limits <- function() {
+    .Call(`_circuitbreaker_cb_fleet_spec_limits`)
+}
+
+cb_fleet_spec_problem <- function(urls, prefix, sync_interval, timeout) {
+    .Call(`_circuitbreaker_cb_fleet_spec_problem`, urls, prefix, sync_interval, timeout)
+}
+
 cb_redis_shown_url <- function(url, tls) {
     .Call(`_circuitbreaker_cb_redis_shown_url`, url, tls)
 }

@@ -120,20 +120,19 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   call <- rlang::current_call()
   if (is.null(url)) url <- "redis://127.0.0.1:6379/0"
   if (!is.character(url) || length(url) <= 1L) check_string(url, call = call)
-  if (length(url) > 100L || anyNA(url)) {
-    # Shown masked: a URL may hold a password.
-    abort_bad_argument("url", "a redis:// URL, or the URLs of 1 to 100 seed nodes of one Redis Cluster",
-                       vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), call = call)
+  # The types here; the limits are the core's (fleet/spec_limits.hpp).
+  must <- cb_fleet_spec_limits()
+  check_string(prefix, call = call)
+  check_number_decimal(sync_interval, "sync_interval", must = must[["sync_interval"]], call = call)
+  check_number_decimal(timeout, "timeout", must = must[["timeout"]], call = call)
+  if (anyNA(url)) abort_fleet_url(url, must[["url"]], call)
+  problem <- cb_fleet_spec_problem(length(url), prefix, sync_interval, timeout)
+  if (identical(problem, "url")) abort_fleet_url(url, must[["url"]], call)
+  if (!is.null(problem)) {
+    value <- list(prefix = prefix, sync_interval = sync_interval, timeout = timeout)[[problem]]
+    abort_bad_argument(problem, must[[problem]], value, call = call)
   }
   endpoint <- cb_redis_parse_url(url)
-  check_string(prefix, call = call)
-  if (!grepl("^[A-Za-z0-9_.:-]+$", prefix) || nchar(prefix) > 100L) {
-    abort_bad_argument("prefix", "at most 100 letters, digits, `_`, `-`, `.` and `:`", prefix, call = call)
-  }
-  check_number_decimal(sync_interval, "sync_interval", min = 0.01, max = 60,
-                       must = "a number of seconds from 0.01 to 60", call = call)
-  check_number_decimal(timeout, "timeout", min = 0.001, max = 60,
-                       must = "a number of seconds from 0.001 to 60", call = call)
   topology <- redis_sentinel_args(sentinel, master, sentinel_password, call = call)
   tls <- redis_tls_settings(tls, endpoint, call = call)
   if (!cb_redis_available()) abort_redis_unavailable(call = call)
@@ -162,6 +161,11 @@ breaker_store_redis <- function(url = NULL, prefix = "circuitbreaker", sync_inte
   )
   redis_url_warnings(store, endpoint)
   store
+}
+
+# A bad `url` argument, shown masked: a URL may hold a password.
+abort_fleet_url <- function(url, must, call) {
+  abort_bad_argument("url", must, vapply(url, cb_mask_url, character(1), USE.NAMES = FALSE), call = call)
 }
 
 # The Sentinel arguments, checked: list(sentinel = the addresses as the

@@ -441,6 +441,28 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cb_fleet_spec_limits
+Rcpp::CharacterVector cb_fleet_spec_limits();
+RcppExport SEXP _circuitbreaker_cb_fleet_spec_limits() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_spec_limits());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cb_fleet_spec_problem
+SEXP cb_fleet_spec_problem(double urls, std::string prefix, double sync_interval, double timeout);
+RcppExport SEXP _circuitbreaker_cb_fleet_spec_problem(SEXP urlsSEXP, SEXP prefixSEXP, SEXP sync_intervalSEXP, SEXP timeoutSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< double >::type urls(urlsSEXP);
+    Rcpp::traits::input_parameter< std::string >::type prefix(prefixSEXP);
+    Rcpp::traits::input_parameter< double >::type sync_interval(sync_intervalSEXP);
+    Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
+    rcpp_result_gen = Rcpp::wrap(cb_fleet_spec_problem(urls, prefix, sync_interval, timeout));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cb_redis_shown_url
 Rcpp::CharacterVector cb_redis_shown_url(Rcpp::CharacterVector url, bool tls);
 RcppExport SEXP _circuitbreaker_cb_redis_shown_url(SEXP urlSEXP, SEXP tlsSEXP) {
@@ -633,6 +655,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_circuitbreaker_cb_redis_available", (DL_FUNC) &_circuitbreaker_cb_redis_available, 0},
     {"_circuitbreaker_cb_redis_tls_available", (DL_FUNC) &_circuitbreaker_cb_redis_tls_available, 0},
     {"_circuitbreaker_cb_mask_url", (DL_FUNC) &_circuitbreaker_cb_mask_url, 1},
+    {"_circuitbreaker_cb_fleet_spec_limits", (DL_FUNC) &_circuitbreaker_cb_fleet_spec_limits, 0},
+    {"_circuitbreaker_cb_fleet_spec_problem", (DL_FUNC) &_circuitbreaker_cb_fleet_spec_problem, 4},
     {"_circuitbreaker_cb_redis_shown_url", (DL_FUNC) &_circuitbreaker_cb_redis_shown_url, 2},
     {"_circuitbreaker_cb_redis_parse_url", (DL_FUNC) &_circuitbreaker_cb_redis_parse_url, 1},
     {"_circuitbreaker_cb_redis_ping", (DL_FUNC) &_circuitbreaker_cb_redis_ping, 1},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config_from_r.h"
+#include "circuitbreaker/fleet/spec_limits.hpp"
 
 namespace cbr {
 
@@ -328,6 +329,13 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
       circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
   fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
   fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  // The limits R checked the user's arguments against, again: the list is
+  // an R object, and anything may have changed it.
+  if (circuitbreaker::fleet_spec_problem(static_cast<std::size_t>(Rf_xlength(urls)),
+                                         fs.prefix, Rcpp::as<double>(l["sync_interval"]),
+                                         Rcpp::as<double>(l["timeout"])) != nullptr) {
+    abort_invalid_object("fleet store settings");
+  }
   // Through Sentinel: the addresses (checked by R's breaker_store_redis(),
   // checked again here), the master's name and the sentinels' credentials.
   SEXP sentinels =

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "circuitbreaker/fleet/script.hpp"
+#include "circuitbreaker/fleet/spec_limits.hpp"
 #include "circuitbreaker/redis/sentinel.hpp"
 #include "circuitbreaker/redis/url.hpp"
 #include "r_interface.h"
@@ -88,6 +89,31 @@ SEXP cb_mask_url(SEXP url) {
     return Rf_ScalarString(NA_STRING);
   }
   return Rf_mkString(circuitbreaker::mask_url(CHAR(STRING_ELT(url, 0))).c_str());
+}
+
+// What each of a fleet store's settings must be, named by argument (the
+// core's limits, fleet/spec_limits.hpp), for R's type checks' messages.
+// [[Rcpp::export(rng = false)]]
+Rcpp::CharacterVector cb_fleet_spec_limits() {
+  Rcpp::CharacterVector out(circuitbreaker::kFleetSpecFieldCount);
+  Rcpp::CharacterVector names(circuitbreaker::kFleetSpecFieldCount);
+  for (int i = 0; i < circuitbreaker::kFleetSpecFieldCount; ++i) {
+    out[i] = circuitbreaker::kFleetSpecLimits[i].must;
+    names[i] = circuitbreaker::kFleetSpecLimits[i].field;
+  }
+  out.names() = names;
+  return out;
+}
+
+// The argument among a fleet store's settings (R has checked their types)
+// that breaks the core's limits first, or NULL.
+// [[Rcpp::export(rng = false)]]
+SEXP cb_fleet_spec_problem(double urls, std::string prefix, double sync_interval,
+                           double timeout) {
+  const circuitbreaker::FleetSpecLimit* l = circuitbreaker::fleet_spec_problem(
+      urls >= 0 && urls < 1e6 ? static_cast<std::size_t>(urls) : 0, prefix, sync_interval,
+      timeout);
+  return l == nullptr ? R_NilValue : Rf_mkString(l->field);
 }
 
 // How each of a store's URLs is shown (circuitbreaker/redis/url.hpp's

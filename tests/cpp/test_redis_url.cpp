@@ -1,9 +1,12 @@
 // The Redis store's URL parser (redis/url.hpp).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "circuitbreaker/breaker_name.hpp"
+#include "circuitbreaker/fleet/spec_limits.hpp"
 #include "circuitbreaker/host/host_breaker.hpp"
 #include "circuitbreaker/percent.hpp"
 #include "circuitbreaker/redis/url.hpp"
@@ -267,4 +270,32 @@ TEST_CASE("breaker names: one limit in bytes for the shared stores", "[redis-url
   // every byte is escaped.
   const std::string worst(cb::kMaxSharedNameBytes, '\xff');
   CHECK_FALSE(cb::segment_file_name(worst).empty());
+}
+
+TEST_CASE("fleet store settings: the core's limits, named, checked in order",
+          "[redis-url]") {
+  auto problem = [](std::size_t urls, const char* prefix, double sync, double timeout) {
+    const cb::FleetSpecLimit* l = cb::fleet_spec_problem(urls, prefix, sync, timeout);
+    return std::string(l == nullptr ? "" : l->field);
+  };
+  CHECK(problem(1, "circuitbreaker", 0.1, 0.1).empty());
+  CHECK(problem(100, "a.b:c-d_E9", 0.01, 0.001).empty());
+  CHECK(problem(1, std::string(100, 'p').c_str(), 60, 60).empty());
+  CHECK(problem(0, "p", 0.1, 0.1) == "url");
+  CHECK(problem(101, "p", 0.1, 0.1) == "url");
+  CHECK(problem(1, "", 0.1, 0.1) == "prefix");
+  CHECK(problem(1, std::string(101, 'p').c_str(), 0.1, 0.1) == "prefix");
+  for (const char* bad : {"a b", "{tag}", "a*", "caf\xc3\xa9", "a/b"}) {
+    INFO(bad);
+    CHECK(problem(1, bad, 0.1, 0.1) == "prefix");
+  }
+  CHECK(problem(1, "p", 0.009, 0.1) == "sync_interval");
+  CHECK(problem(1, "p", 61, 0.1) == "sync_interval");
+  CHECK(problem(1, "p", std::nan(""), 0.1) == "sync_interval");
+  CHECK(problem(1, "p", 0.1, 0.0009) == "timeout");
+  CHECK(problem(1, "p", 0.1, std::numeric_limits<double>::infinity()) == "timeout");
+  // The first broken limit is named: the URL count before the prefix.
+  CHECK(problem(0, "", -1, -1) == "url");
+  CHECK(std::string(cb::fleet_spec_limit(cb::FleetSpecField::Timeout).must) ==
+        "a number of seconds from 0.001 to 60");
 }

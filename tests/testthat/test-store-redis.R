@@ -533,3 +533,21 @@ test_that("the fleet store takes names of at most 80 bytes, as the host store do
   expect_error(circuit_breaker(name = strrep("\u00e9", 41), store = store),
                class = "circuit_breaker_name_too_long")
 })
+
+test_that("the binding refuses a fleet store whose settings were changed past the core's limits", {
+  server <- local_redis_server()
+  store <- breaker_store_redis(server$url, prefix = "myapp")
+  for (change in list(list(prefix = "my app"), list(prefix = strrep("p", 101)),
+                      list(sync_interval = 0.001), list(timeout = 120))) {
+    forged <- utils::modifyList(unclass(store), change)
+    class(forged) <- class(store)
+    expect_error(circuit_breaker(name = "forged", store = forged), class = "circuit_breaker_invalid_object")
+    expect_false("forged" %in% breaker_list()$name)
+  }
+  # The same limits for the user's arguments, named.
+  err <- tryCatch(breaker_store_redis(server$url, prefix = "my app"), error = identity)
+  expect_s3_class(err, "circuit_breaker_invalid_argument")
+  expect_identical(err$argument, "prefix")
+  err <- tryCatch(breaker_store_redis(server$url, sync_interval = Inf), error = identity)
+  expect_identical(err$argument, "sync_interval")
+})
