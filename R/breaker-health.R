@@ -4,7 +4,7 @@
 #
 # The rules are the core's (inst/include/circuitbreaker/health.hpp): who may
 # run a check now (the lease: one per interval and OPEN period, for the whole
-# host with the host store, for the whole fleet with the Redis store: its
+# host with the host store, for the whole fleet with the fleet store: its
 # lease in Redis, fleet/fleet_handle.hpp), what a pass does (closes, as the last successful
 # probe would) and what a result that comes too late does (nothing). This
 # file only schedules: it asks cb_health_claim() whether to run the check,

@@ -40,6 +40,6 @@ utils::globalVariables(c("ptr", "core", "self"))
 }
 
 .onUnload <- function(libpath) {
-  # The Redis store's sync threads must end before the library is unloaded.
+  # The fleet store's sync threads must end before the library is unloaded.
   cb_fleet_shutdown(2)
 }

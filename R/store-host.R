@@ -55,7 +55,7 @@ NULL
 #'   `breaker_store_unlink()`, also one from [breaker_store_redis()] (see
 #'   "Keys" in the vignette).
 #' @return `breaker_store_host()` and `breaker_store_process()`: a store
-#'   object. `breaker_store_unlink()`: `TRUE` if a file (for a Redis store,
+#'   object. `breaker_store_unlink()`: `TRUE` if a file (for a fleet store,
 #'   a key or this host's file of its bulkhead permits) was removed,
 #'   invisibly. `breaker_store_segments()`: a data frame with one row per
 #'   file (`name`, `file`, `status`, `state`, `creator_pid`,

@@ -205,7 +205,7 @@ url_ignored_warning <- function(store, unknown, plain) {
     class = c("circuit_breaker_store_url_ignored", "circuit_breaker_warning", "warning", "condition"),
     list(
       message = paste0(
-        "The Redis store ", store$url, " (prefix \"", store$prefix, "\") ignores ",
+        "The fleet store ", store$url, " (prefix \"", store$prefix, "\") ignores ",
         if (length(unknown)) {
           paste0("the URL's query ", if (length(unknown) == 1L) "parameter " else "parameters ", quote(unknown),
                  ", which it does not know",
@@ -232,7 +232,7 @@ tls_unverified_warning <- function(store) {
     class = c("circuit_breaker_tls_unverified", "circuit_breaker_warning", "warning", "condition"),
     list(
       message = paste0(
-        "The Redis store ", store$url, " (prefix \"", store$prefix, "\") does not verify the server's ",
+        "The fleet store ", store$url, " (prefix \"", store$prefix, "\") does not verify the server's ",
         "certificate (`tls$verify` is FALSE, or the URL says ssl_cert_reqs=none): its links are encrypted, ",
         "but whoever can intercept them can pose as the server, learn the password and decide the fleet's ",
         "breakers.\nGive the server's CA instead: `tls = list(ca_file = \"ca.pem\")`."
@@ -247,7 +247,7 @@ tls_unverified_warning <- function(store) {
 abort_redis_tls_unavailable <- function(call = NULL) {
   abort_store(
     "unavailable",
-    c(paste("A Redis store over TLS (a {.code rediss://} URL, or {.arg tls}) needs OpenSSL,",
+    c(paste("A fleet store over TLS (a {.code rediss://} URL, or {.arg tls}) needs OpenSSL,",
             "which this installation of circuitbreaker was built without."),
       i = paste("Install it (Debian/Ubuntu: {.code apt-get install libssl-dev};",
                 "Fedora: {.code dnf install openssl-devel}; macOS: {.code brew install openssl@3}),",

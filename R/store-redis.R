@@ -226,7 +226,7 @@ check_fleet_store <- function(store, call = rlang::caller_env()) {
   store
 }
 
-# The Redis store's methods (store.R says what each is asked).
+# The fleet store's methods (store.R says what each is asked).
 
 # nolint start: object_name_linter, object_length_linter. (lintr lints file by file and sees
 # only the generics of the file it lints; store.R holds these.)
@@ -334,21 +334,21 @@ store_status_fields.circuit_breaker_store_redis <- function(store) {
 store_prometheus_families.circuit_breaker_store_redis <- function(store) {
   list(
     list(name = "circuitbreaker_fleet_mode", type = "gauge",
-         help = paste("Fleet breakers (Redis store): 1 for the current mode, fleet (in step with Redis)",
+         help = paste("Fleet breakers: 1 for the current mode, fleet (in step with Redis)",
                       "or local (Redis unreachable: local rules), 0 for the other."),
          label = "mode",
          samples = function(m) stats::setNames(as.numeric(c("fleet", "local") == m$mode), c("fleet", "local"))),
     list(name = "circuitbreaker_fleet_sync_lag_seconds", type = "gauge",
-         help = "Fleet breakers (Redis store): seconds since the last good sync with Redis (NaN before the first).",
+         help = "Fleet breakers: seconds since the last good sync with Redis (NaN before the first).",
          samples = function(m) prom_field(m, "sync_lag")),
     list(name = "circuitbreaker_fleet_last_sync_timestamp_seconds", type = "gauge",
-         help = paste("Fleet breakers (Redis store): the time of the last good sync with Redis,",
+         help = paste("Fleet breakers: the time of the last good sync with Redis,",
                       "in seconds since the epoch."),
          samples = function(m) prom_field(m, "last_sync")),
     # An info-style gauge: the version is a label, so that a plain store, or
     # one whose handshakes fell back to TLSv1.2, is one query away.
     list(name = "circuitbreaker_fleet_tls", type = "gauge",
-         help = paste("Fleet breakers (Redis store): 1, labelled with the TLS version of the link's last handshake",
+         help = paste("Fleet breakers: 1, labelled with the TLS version of the link's last handshake",
                       "(TLSv1.3, TLSv1.2), on (TLS before the first handshake) or off (a plain redis:// store)."),
          label = "version",
          samples = function(m) {
@@ -396,7 +396,7 @@ redis_topology_text <- function(topology, master, masters = NA) {
 abort_redis_unavailable <- function(value = NULL, call = NULL) {
   abort_store(
     "unavailable",
-    c("The Redis store needs hiredis, which this installation of circuitbreaker was built without.",
+    c("The fleet store needs hiredis (its Redis client), which this installation of circuitbreaker was built without.",
       i = paste("Install it (Debian/Ubuntu: {.code apt-get install libhiredis-dev};",
                 "Fedora: {.code dnf install hiredis-devel}; macOS: {.code brew install hiredis}),",
                 "then install circuitbreaker again.")),
@@ -454,7 +454,7 @@ store_alone_warning <- function(store, reason) {
     class = c("circuit_breaker_store_alone", "circuit_breaker_warning", "warning", "condition"),
     list(
       message = paste0(
-        "The Redis store ", store$url, " (prefix \"", store$prefix, "\") cannot reach Redis",
+        "The fleet store ", store$url, " (prefix \"", store$prefix, "\") cannot reach Redis",
         if (!is.na(reason)) paste0(": ", reason) else "", ".\n",
         "Its breakers run on this process's local rules (mode \"local\") until it rejoins; ",
         "check the URL and that the server answers (`breaker_store_redis_ping()`)."
@@ -471,7 +471,7 @@ store_rejoined_message <- function(store) {
   structure(
     class = c("circuit_breaker_store_rejoined", "circuit_breaker_message", "message", "condition"),
     list(
-      message = paste0("The Redis store ", store$url, " (prefix \"", store$prefix,
+      message = paste0("The fleet store ", store$url, " (prefix \"", store$prefix,
                        "\") reaches Redis again: its breakers are shared by the fleet (mode \"fleet\").\n"),
       call = NULL,
       url = store$url,

@@ -226,7 +226,7 @@ abort_shared_configure <- function(arguments, call = NULL) {
     c("The rule arguments of a shared breaker cannot be changed: {.arg {arguments}}.",
       i = "They are the shared breaker's identity; every process must agree on them.",
       i = paste("Stop the processes, remove the shared state ({.fn breaker_store_unlink} for a host store,",
-                "the breaker's keys for a Redis store), and create the breaker again with the new arguments.")),
+                "the breaker's keys for a fleet store), and create the breaker again with the new arguments.")),
     arguments = arguments,
     call = call
   )

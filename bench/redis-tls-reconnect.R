@@ -112,6 +112,7 @@ run_phase <- function(kind, dir, certs) {
   lifetime <- 120 + 20 + baseline_seconds + rounds * (down + max_wait + 3)
   workers <- lapply(seq_along(groups), function(i) {
     w <- new.env(parent = emptyenv())
+    w$id <- i
     w$dir <- file.path(dir, sprintf("%s-worker-%d", kind, i))
     dir.create(w$dir)
     saveRDS(list(url = server$url, tls = client_tls, prefixes = sprintf("reconnect-%s-s%03d", kind, groups[[i]]),
@@ -125,22 +126,8 @@ run_phase <- function(kind, dir, certs) {
     cleanup$add(function() if (w$proc$is_alive()) w$proc$kill())
     w
   })
-  wait_files <- function(name, seconds) {
-    deadline <- now() + seconds
-    for (i in seq_len(ceiling(seconds / 0.1) + 1L)) {
-      missing <- Filter(function(w) !file.exists(file.path(w$dir, name)), workers)
-      if (!length(missing)) return(invisible(TRUE))
-      dead <- Filter(function(w) !w$proc$is_alive(), missing)
-      if (length(dead) || now() > deadline) {
-        w <- if (length(dead)) dead[[1]] else missing[[1]]
-        log <- file.path(w$dir, "log")
-        stop("a ", kind, " worker did not write ", name, " within ", seconds, " s:\n",
-             paste(utils::tail(if (file.exists(log)) readLines(log, warn = FALSE) else "", 20), collapse = "\n"))
-      }
-      Sys.sleep(0.1)
-    }
-  }
-  wait_files("ready", 120)
+
+  wait_files(workers, "ready", 120, what = paste(kind, "worker"))
   t_base <- now()
   Sys.sleep(baseline_seconds)
   t_base_end <- now()
@@ -173,7 +160,7 @@ run_phase <- function(kind, dir, certs) {
     events[[round]] <- list(kill = t_kill, restart = t_restart, ready = t_ready, seen = t_seen, back = back)
   }
   for (w in workers) file.create(file.path(w$dir, "stop"))
-  wait_files("result.rds", 60)
+  wait_files(workers, "result.rds", 60, what = paste(kind, "worker"))
   results <- lapply(workers, function(w) readRDS(file.path(w$dir, "result.rds")))
   list(kind = kind, url = server$url, events = events, results = results, base = c(t_base, t_base_end))
 }

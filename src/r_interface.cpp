@@ -135,7 +135,7 @@ std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
 // A new handle of the store of kind `kind` (R's store$kind): in this
 // process ("process": `segment` is NULL), attached to the host segment at
 // `segment` ("host": a path), or a member of a fleet ("redis": `segment` is
-// the list that R's store_location() makes for a Redis store).
+// the list that R's store_location() makes for a fleet store).
 std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP clock,
                                           SEXP kind, SEXP segment) {
   if (TYPEOF(kind) != STRSXP || Rf_xlength(kind) != 1 ||
@@ -144,7 +144,7 @@ std::unique_ptr<BreakerHandle> new_handle(const circuitbreaker::Config& c, SEXP 
   }
   const std::string k = CHAR(STRING_ELT(kind, 0));
   if (k == "redis") {
-    if (TYPEOF(segment) != VECSXP) abort_invalid_object("Redis store spec");
+    if (TYPEOF(segment) != VECSXP) abort_invalid_object("fleet store spec");
     return new_fleet_handle(c, clock, segment);
   }
   if (k == "process") {
@@ -206,7 +206,7 @@ std::unique_ptr<circuitbreaker::FleetBulkhead> open_fleet_bulkhead(
 }
 #endif
 
-// The Redis store: spec is list(url, prefix, sync_interval, timeout, name,
+// The fleet store: spec is list(url, prefix, sync_interval, timeout, name,
 // clock_offset), checked by R's breaker_store_redis().
 std::unique_ptr<BreakerHandle> new_fleet_handle(const circuitbreaker::Config& c,
                                                 SEXP clock, SEXP spec) {
@@ -273,13 +273,13 @@ std::string tls_string(const Rcpp::List& l, const char* name) {
   SEXP x = l[name];
   if (x == R_NilValue) return "";
   if (TYPEOF(x) != STRSXP || Rf_xlength(x) != 1 || STRING_ELT(x, 0) == NA_STRING)
-    abort_invalid_object("Redis store TLS settings");
+    abort_invalid_object("fleet store TLS settings");
   return Rf_translateCharUTF8(STRING_ELT(x, 0));
 }
 }  // namespace
 
 circuitbreaker::RedisTls tls_from(SEXP tls) {
-  if (TYPEOF(tls) != VECSXP) abort_invalid_object("Redis store TLS settings");
+  if (TYPEOF(tls) != VECSXP) abort_invalid_object("fleet store TLS settings");
   Rcpp::List l(tls);
   circuitbreaker::RedisTls t;
   t.enabled = true;
@@ -291,7 +291,7 @@ circuitbreaker::RedisTls tls_from(SEXP tls) {
   if (l.containsElementNamed("verify")) {
     SEXP v = l["verify"];
     if (TYPEOF(v) != LGLSXP || Rf_xlength(v) != 1 || LOGICAL(v)[0] == NA_LOGICAL)
-      abort_invalid_object("Redis store TLS settings");
+      abort_invalid_object("fleet store TLS settings");
     t.verify = LOGICAL(v)[0] == TRUE;
   }
   return t;
@@ -304,19 +304,19 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   // breaker_store_redis(): one user, password and database for all).
   SEXP urls = l["url"];
   if (TYPEOF(urls) != STRSXP || Rf_xlength(urls) < 1)
-    abort_invalid_object("Redis store URL");
+    abort_invalid_object("fleet store URL");
   for (R_xlen_t i = 0; i < Rf_xlength(urls); ++i) {
     circuitbreaker::RedisEndpoint e;
     if (STRING_ELT(urls, i) == NA_STRING ||
         circuitbreaker::parse_redis_url(CHAR(STRING_ELT(urls, i)), e) != nullptr) {
-      abort_invalid_object("Redis store URL");
+      abort_invalid_object("fleet store URL");
     }
     if (i == 0) {
       fs.endpoint = e;
     } else if (e.username != fs.endpoint.username || e.password != fs.endpoint.password ||
                e.has_password != fs.endpoint.has_password || e.db != fs.endpoint.db ||
                e.tls != fs.endpoint.tls) {
-      abort_invalid_object("Redis store URL");
+      abort_invalid_object("fleet store URL");
     }
     if (Rf_xlength(urls) > 1) fs.endpoint.seeds.push_back({e.host, e.port});
   }
@@ -346,13 +346,13 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
       circuitbreaker::RedisNodeAddress a;
       if (STRING_ELT(sentinels, i) == NA_STRING ||
           circuitbreaker::parse_sentinel_address(CHAR(STRING_ELT(sentinels, i)), a)) {
-        abort_invalid_object("Redis store sentinel address");
+        abort_invalid_object("fleet store sentinel address");
       }
       addresses.push_back(a);
     }
     const std::string master = Rcpp::as<std::string>(l["master"]);
     if (!circuitbreaker::valid_master_name(master)) {
-      abort_invalid_object("Redis store master name");
+      abort_invalid_object("fleet store master name");
     }
     auto s =
         std::make_shared<circuitbreaker::RedisSentinels>(std::move(addresses), master);

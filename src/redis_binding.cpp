@@ -1,4 +1,4 @@
-// R entry points of the Redis store: the URL, whether hiredis is here, a
+// R entry points of the fleet store: the URL, whether hiredis is here, a
 // checked round trip, what a fleet breaker's link says, and a plain
 // connection for tests and benchmarks.
 // hiredis is optional: without it (configure did not find it) everything but
@@ -60,7 +60,7 @@ SEXP endpoint_to_r(const circuitbreaker::RedisEndpoint& e, int seeds) {
 
 }  // namespace
 
-// Whether this build has hiredis (the Redis store).
+// Whether this build has hiredis (the fleet store).
 // [[Rcpp::export(rng = false)]]
 bool cb_redis_available() {
 #ifdef CIRCUITBREAKER_HAVE_HIREDIS

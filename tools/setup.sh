@@ -38,9 +38,9 @@ r_packages=(Rcpp R6 cli rlang testthat withr callr webfakes httr httr2 curl prom
 # Catch2 (v2, single header) for the C++ tests, pandoc for the vignettes,
 # promtool (in Debian's prometheus) to validate the metrics endpoint,
 # Chromium for the one real-browser test of the Shiny app, and clang-format-14
-# for tools/lint.sh's check of the C++ formatting; hiredis (the Redis store's
+# for tools/lint.sh's check of the C++ formatting; hiredis (the fleet store's
 # client library, found by ./configure) and redis-server (started by the
-# Redis store's tests on 127.0.0.1, a random port); iproute2 (ip, tc) for the
+# fleet store's tests on 127.0.0.1, a random port); iproute2 (ip, tc) for the
 # tests that simulate several hosts with network namespaces; OpenSSL's
 # headers (libssl-dev, found by ./configure: TLS, rediss://, for the Redis
 # store) and its command (openssl, with which the TLS tests make their

@@ -227,26 +227,6 @@ start_workers <- function(kind, url, tls, n_breakers, opts, dir, cleanup, shim) 
   })
 }
 
-# Waits (at most `timeout` s, polling every 0.1 s) until every worker has
-# written `name`; stops with the end of a worker's log when one died or the
-# time ran out.
-wait_files <- function(workers, name, timeout) {
-  deadline <- now() + timeout
-  for (i in seq_len(ceiling(timeout / 0.1) + 1L)) {
-    missing <- Filter(function(w) !file.exists(file.path(w$dir, name)), workers)
-    if (!length(missing)) return(invisible(TRUE))
-    dead <- Filter(function(w) !w$proc$is_alive(), missing)
-    if (length(dead) || now() > deadline) {
-      w <- if (length(dead)) dead[[1]] else missing[[1]]
-      log <- file.path(w$dir, "log")
-      stop("worker ", w$id, if (length(dead)) " died before writing " else " did not write ", name,
-           " within ", timeout, " s:\n",
-           paste(utils::tail(if (file.exists(log)) readLines(log, warn = FALSE) else "", 20), collapse = "\n"))
-    }
-    Sys.sleep(0.1)
-  }
-}
-
 # ---------------------------------------------------------------------------
 # One scenario
 

@@ -97,3 +97,26 @@ start_webfakes <- function(app, procs, num_threads) {
   process$start()
   process
 }
+
+# Waits (at most `timeout` s, polling every 0.1 s) until every worker (an
+# environment or list with `dir`, `proc`, a processx process, and `id`) has
+# written the file `name` in its dir; stops with the end of a worker's log
+# (<dir>/log) when one died or the time ran out. `what` names the workers in
+# that message ("worker", "tls worker").
+wait_files <- function(workers, name, timeout, what = "worker") {
+  deadline <- as.numeric(Sys.time()) + timeout
+  for (i in seq_len(ceiling(timeout / 0.1) + 1L)) {
+    missing <- Filter(function(w) !file.exists(file.path(w$dir, name)), workers)
+    if (!length(missing)) return(invisible(TRUE))
+    dead <- Filter(function(w) !w$proc$is_alive(), missing)
+    if (length(dead) || as.numeric(Sys.time()) > deadline) {
+      w <- if (length(dead)) dead[[1]] else missing[[1]]
+      log <- file.path(w$dir, "log")
+      stop(what, " ", w$id, if (length(dead)) " died before writing " else " did not write ", name,
+           " within ", timeout, " s:\n",
+           paste(utils::tail(if (file.exists(log)) readLines(log, warn = FALSE) else "", 20), collapse = "\n"))
+    }
+    Sys.sleep(0.1)
+  }
+  stop(what, "s did not write ", name, " within ", timeout, " s")
+}

@@ -3,7 +3,7 @@
 redis_server_file <- system.file("redis", "redis-server.R", package = "circuitbreaker")
 if (nzchar(redis_server_file)) source(redis_server_file, local = environment())
 
-# A real redis-server for the Redis store's tests: on 127.0.0.1, a free port,
+# A real redis-server for the fleet store's tests: on 127.0.0.1, a free port,
 # no persistence, in a private directory (redis_server_start()); stopped
 # (and its directory removed) when `env` ends. Its PID goes to the file
 # CB_REDIS_PIDFILE names, when set: CI checks that none is left. Tests that

@@ -1,4 +1,4 @@
-# The Redis store across simulated hosts. Each host is a Linux network
+# The fleet store across simulated hosts. Each host is a Linux network
 # namespace with its own network stack; a third namespace runs redis-server
 # on a bridge (10.213.0.1), and a veth pair links each host to the bridge
 # (host a 10.213.0.11, host b 10.213.0.12). The subnet exists only inside

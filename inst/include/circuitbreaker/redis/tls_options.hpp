@@ -1,4 +1,4 @@
-// How a Redis store speaks TLS: the settings of every connection of one
+// How a fleet store speaks TLS: the settings of every connection of one
 // store (the server, each Cluster node, the sentinels and the master behind
 // them). Pure data, independent of OpenSSL and hiredis: the URL parser
 // (url.hpp) fills it from rediss:// and the query, R's `tls` argument

@@ -1,4 +1,4 @@
-// Where the Redis store connects: a redis:// URL, parsed.
+// Where the fleet store connects: a redis:// URL, parsed.
 //
 //   redis[s]://[[username]:password@]host[:port][/db][?name=value&...]
 //
