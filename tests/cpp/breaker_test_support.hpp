@@ -19,6 +19,28 @@ inline circuitbreaker::Settings settings_of(const circuitbreaker::Config& c) {
   return circuitbreaker::make_settings(c);
 }
 
+// A configuration with every rule on (rates on a 20-call window, slow
+// calls, two probes with a deadline, backoff with a cap, jitter, ramp-up),
+// its times in `unit` seconds: the base of the tests that need every rule
+// (or every argument set), which change what they test from it.
+inline circuitbreaker::Config every_rule_config(double unit = 1) {
+  circuitbreaker::Config c;
+  c.failure_threshold = 3;
+  c.recovery_timeout = 2 * unit;
+  c.failure_rate_threshold = 0.5;
+  c.window_size = 20;
+  c.minimum_calls = 4;
+  c.slow_call_duration = 0.5 * unit;
+  c.slow_call_rate_threshold = 0.8;
+  c.half_open_max_calls = 2;
+  c.half_open_max_wait = 3 * unit;
+  c.backoff_multiplier = 1.5;
+  c.max_recovery_timeout = 10 * unit;
+  c.jitter = 0.3;
+  c.ramp_up = 4 * unit;
+  return c;
+}
+
 // The permit of an acquire() the test expects to be granted.
 inline circuitbreaker::Permit admit(
     circuitbreaker::Breaker& b, circuitbreaker::Nanos now,

@@ -1266,21 +1266,10 @@ TEST_CASE("the open_for hint", "[breaker][open-for]") {
 }
 
 TEST_CASE("acquire, record and release never allocate", "[breaker][alloc]") {
-  Config c;
-  c.failure_threshold = 3;
-  c.recovery_timeout = 0.002;
-  c.failure_rate_threshold = 0.5;
+  // Every rule, in milliseconds, on a 50 ms time window.
+  Config c = cb_test::every_rule_config(0.001);
   c.window_type = cb::WindowType::Time;
   c.window_size = 0.05;
-  c.minimum_calls = 4;
-  c.slow_call_duration = 0.0005;
-  c.slow_call_rate_threshold = 0.8;
-  c.half_open_max_calls = 2;
-  c.half_open_max_wait = 0.003;
-  c.backoff_multiplier = 1.5;
-  c.max_recovery_timeout = 0.01;
-  c.jitter = 0.3;
-  c.ramp_up = 0.004;
   const cb::Settings settings = settings_of(c);
   Breaker b(settings, 0);
 

@@ -30,6 +30,7 @@
 #include <circuitbreaker/host/segment_attach.hpp>
 #include <circuitbreaker/host/segment_mapping.hpp>
 
+#include "breaker_test_support.hpp"
 #include "process_test_support.hpp"
 
 #include <csignal>
@@ -1230,20 +1231,7 @@ TEST_CASE("HostBreaker::open reports what is wrong and leaves nothing open", "[h
 
   SECTION("another configuration names the first differing argument") {
     // Every argument set, so that each can be changed alone.
-    cb::Config base;
-    base.failure_threshold = 3;
-    base.recovery_timeout = 30;
-    base.failure_rate_threshold = 0.5;
-    base.window_size = 20;
-    base.minimum_calls = 10;
-    base.slow_call_duration = 1;
-    base.slow_call_rate_threshold = 0.5;
-    base.half_open_max_calls = 2;
-    base.half_open_max_wait = 5;
-    base.backoff_multiplier = 2;
-    base.max_recovery_timeout = 300;
-    base.jitter = 0.1;
-    base.ramp_up = 1;
+    cb::Config base = cb_test::every_rule_config(10);
     base.rng_seed = 1;
     REQUIRE_FALSE(cb::validate(base));
     const std::string path = dir.file("config");
