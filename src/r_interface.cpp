@@ -325,17 +325,17 @@ circuitbreaker::FleetSpec fleet_spec_from(SEXP spec) {
   SEXP tls = l.containsElementNamed("tls") ? SEXP(l["tls"]) : R_NilValue;
   if (tls != R_NilValue) fs.endpoint.tls = tls_from(tls);
   fs.prefix = Rcpp::as<std::string>(l["prefix"]);
-  fs.sync_interval =
-      circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["sync_interval"]));
-  fs.timeout = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["timeout"]));
-  fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
+  const double sync_interval = Rcpp::as<double>(l["sync_interval"]);
+  const double timeout = Rcpp::as<double>(l["timeout"]);
   // The limits R checked the user's arguments against, again: the list is
   // an R object, and anything may have changed it.
   if (circuitbreaker::fleet_spec_problem(static_cast<std::size_t>(Rf_xlength(urls)),
-                                         fs.prefix, Rcpp::as<double>(l["sync_interval"]),
-                                         Rcpp::as<double>(l["timeout"])) != nullptr) {
+                                         fs.prefix, sync_interval, timeout) != nullptr) {
     abort_invalid_object("fleet store settings");
   }
+  fs.sync_interval = circuitbreaker::seconds_to_nanos(sync_interval);
+  fs.timeout = circuitbreaker::seconds_to_nanos(timeout);
+  fs.clock_offset = circuitbreaker::seconds_to_nanos(Rcpp::as<double>(l["clock_offset"]));
   // Through Sentinel: the addresses (checked by R's breaker_store_redis(),
   // checked again here), the master's name and the sentinels' credentials.
   SEXP sentinels =

@@ -29,15 +29,17 @@ inline constexpr FleetSpecLimit kFleetSpecLimits[] = {
     {"sync_interval", 0.01, 60, "a number of seconds from 0.01 to 60"},
     {"timeout", 0.001, 60, "a number of seconds from 0.001 to 60"},
 };
-inline constexpr int kFleetSpecFieldCount = 4;
+inline constexpr int kFleetSpecFieldCount =
+    static_cast<int>(sizeof kFleetSpecLimits / sizeof kFleetSpecLimits[0]);
 
 inline constexpr const FleetSpecLimit& fleet_spec_limit(FleetSpecField f) noexcept {
   return kFleetSpecLimits[static_cast<int>(f)];
 }
 
-// A prefix is part of every key and of the channel: letters, digits and
-// `_-.:` only (no braces, which would change a key's Cluster hash slot, no
-// spaces, nothing a key pattern in an ACL would read specially).
+// A prefix is part of every key, of the channel and of the key pattern a
+// least-privilege ACL names (`~cb2:{<prefix>:*`): letters, digits and `_-.:`
+// only, so that no character of it means anything in that pattern (no `*`,
+// `?`, `[`, spaces).
 inline bool fleet_prefix_valid(std::string_view prefix) noexcept {
   const FleetSpecLimit& l = fleet_spec_limit(FleetSpecField::Prefix);
   if (prefix.size() < l.min || prefix.size() > l.max) return false;
@@ -50,7 +52,7 @@ inline bool fleet_prefix_valid(std::string_view prefix) noexcept {
   return true;
 }
 
-inline bool within(const FleetSpecLimit& l, double x) noexcept {
+inline bool within_limit(const FleetSpecLimit& l, double x) noexcept {
   return std::isfinite(x) && x >= l.min && x <= l.max;
 }
 
@@ -60,14 +62,14 @@ inline const FleetSpecLimit* fleet_spec_problem(std::size_t urls, std::string_vi
                                                 double sync_interval,
                                                 double timeout) noexcept {
   using F = FleetSpecField;
-  if (!within(fleet_spec_limit(F::Url), static_cast<double>(urls))) {
+  if (!within_limit(fleet_spec_limit(F::Url), static_cast<double>(urls))) {
     return &fleet_spec_limit(F::Url);
   }
   if (!fleet_prefix_valid(prefix)) return &fleet_spec_limit(F::Prefix);
-  if (!within(fleet_spec_limit(F::SyncInterval), sync_interval)) {
+  if (!within_limit(fleet_spec_limit(F::SyncInterval), sync_interval)) {
     return &fleet_spec_limit(F::SyncInterval);
   }
-  if (!within(fleet_spec_limit(F::Timeout), timeout))
+  if (!within_limit(fleet_spec_limit(F::Timeout), timeout))
     return &fleet_spec_limit(F::Timeout);
   return nullptr;
 }

@@ -326,7 +326,7 @@ inline std::string shown_url(std::string_view url, bool tls) {
   std::string out = mask_url_credentials(url.substr(0, cut));
   constexpr std::string_view kPlain = "redis://";
   if (tls && std::string_view(out).substr(0, kPlain.size()) == kPlain) {
-    out.insert(kPlain.size() - 3, "s");
+    out.replace(0, kPlain.size(), "rediss://");
   }
   return out;
 }
